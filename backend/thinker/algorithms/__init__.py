@@ -1,0 +1,1 @@
+"""Training algorithms, each one flat async loop against `thinker.ServiceClient`."""

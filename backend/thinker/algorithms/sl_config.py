@@ -1,0 +1,41 @@
+"""The supervised-learning config: one pydantic schema for the CLI, the YAML presets and the API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from thinker.renderers import TrainOnWhat
+
+
+class SLConfig(BaseModel):
+    """Everything one SL run needs. Paths are absolute once a pipeline config has resolved them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_model: str = "thinker/tiny"  # hub id, local directory, or a built-in thinker/... model
+    backend: Literal["local", "tinker"] = "local"
+    dataset: Path  # JSONL: {"messages": [...]} or {"prompt": ..., "completion": ...} per line
+    eval_dataset: Path | None = None  # None = hold out `eval_fraction` of `dataset`
+    eval_fraction: float = Field(0.1, ge=0.0, lt=1.0)
+    renderer: str | None = None  # None = the base model's default renderer
+    train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE
+    max_length: int = Field(1024, gt=1)  # tokens; longer examples are truncated
+    lora_rank: int = Field(32, gt=0)
+    batch_size: int = Field(16, gt=0)  # examples per optimizer step
+    num_epochs: int = Field(1, gt=0)
+    max_steps: int | None = Field(None, gt=0)  # None = num_epochs over the data
+    learning_rate: float = Field(1e-4, gt=0)
+    lr_schedule: Literal["linear", "cosine", "constant"] = "linear"  # decay to 0 at the last step
+    warmup_steps: int = Field(0, ge=0)
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    grad_clip_norm: float = 0.0  # 0 = no clipping
+    eval_every: int = Field(10, ge=0)  # steps between held-out NLL evaluations; 0 = only at the end
+    save_every: int = Field(20, ge=0)  # steps between checkpoints; 0 = only at the end
+    seed: int = 0
+    log_path: Path = Path("runs/sl")  # the run directory

@@ -1,0 +1,37 @@
+"""One error hierarchy for the whole package.
+
+Every class also subclasses the stdlib error it refines, so callers that catch
+`ValueError` or `RuntimeError` keep working. Mapping to HTTP statuses or exit codes
+happens only at the edges (server, CLI).
+"""
+
+from __future__ import annotations
+
+
+class ThinkerError(Exception):
+    """Root of every error Thinker raises on purpose."""
+
+
+class ConfigError(ThinkerError, ValueError):
+    """A configuration is invalid. `problems` lists every problem found, not just the first."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        self.problems = problems or [message]
+        super().__init__(message if problems is None else _join(message, problems))
+
+
+class DatasetError(ThinkerError, ValueError):
+    """A dataset file is unreadable or its rows do not match the expected schema."""
+
+
+class BackendError(ThinkerError, RuntimeError):
+    """A training backend cannot do what was asked (missing key, unreachable, no CUDA...)."""
+
+
+class CheckpointError(ThinkerError, FileNotFoundError):
+    """A checkpoint path does not resolve to a stored checkpoint, or it already exists."""
+
+
+def _join(message: str, problems: list[str]) -> str:
+    lines = "\n".join(f"  - {p}" for p in problems)
+    return f"{message}\n{lines}"

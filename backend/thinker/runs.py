@@ -1,0 +1,71 @@
+"""The run directory: the durable record of one training run.
+
+`runs/<run>/` holds `metrics.jsonl` (one line per logged step), `checkpoints.jsonl`
+(append-only, one line per saved checkpoint) and whatever else a stage writes
+(`config.yaml`, `metadata.json`, evaluation output). Algorithms never write these files
+directly; they call a `MetricsLogger`, which the server can replace or extend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINTS_FILE = "checkpoints.jsonl"
+
+
+class MetricsLogger(Protocol):
+    """What an algorithm reports to: metrics per step and free-form events."""
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def log_event(self, kind: str, payload: dict[str, Any]) -> None: ...
+
+
+class RunLogger:
+    """Appends metrics to `metrics.jsonl` in the run directory, flushing every line."""
+
+    def __init__(self, run_dir: Path, echo: bool = False) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.echo = echo
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        append_jsonl(self.run_dir / METRICS_FILE, {"step": step, "time": time.time(), **metrics})
+        if self.echo:
+            shown = " ".join(f"{k}={_fmt(v)}" for k, v in metrics.items())
+            print(f"[thinker] step {step}: {shown}", flush=True)
+
+    def log_event(self, kind: str, payload: dict[str, Any]) -> None:
+        if self.echo:
+            print(f"[thinker] {kind}: {json.dumps(payload)}", flush=True)
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line and fsync it: a crash never leaves a half-written line behind."""
+    line = json.dumps(record, sort_keys=False) + "\n"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Read every complete line of a JSONL file; a torn last line (crash mid-write) is ignored."""
+    if not Path(path).exists():
+        return []
+    records = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
