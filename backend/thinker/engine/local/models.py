@@ -1,0 +1,202 @@
+"""Loading base models and tokenizers for the local engine, and attaching LoRA adapters.
+
+Besides any hub id or local directory, a few built-in models need no files at all:
+`thinker/tiny` (a 2-layer Llama-style model with a byte-level tokenizer, initialised from a
+fixed seed, for tests and the offline default) and random-initialised models of real shapes
+(`thinker/random-qwen3-0.6b`, `thinker/random-llama3.1-8b`) for GPU benchmarks.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    ByT5Tokenizer,
+    LlamaConfig,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Qwen3Config,
+)
+
+from thinker.errors import BackendError, ConfigError
+
+Quantization = Literal["4bit"] | None
+BUILTIN_PREFIX = "thinker/"
+BUILTIN_SEED = 0
+LORA_ALPHA = 32  # fixed, so the adapter scale is alpha / rank (1.0 at the default rank 32)
+
+ATTN_MODULES = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "query_key_value", "c_attn",
+                "Wqkv", "out_proj"}
+MLP_MODULES = {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "fc1", "fc2", "c_fc",
+               "dense_h_to_4h", "dense_4h_to_h", "w1", "w2", "w3"}
+
+
+def _tiny_config() -> PretrainedConfig:
+    return LlamaConfig(
+        vocab_size=384,  # ByT5Tokenizer: 3 specials + 256 bytes + 125 extra ids
+        hidden_size=64,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=1024,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+        tie_word_embeddings=False,
+    )
+
+
+def _qwen3_06b_config() -> PretrainedConfig:
+    return Qwen3Config(
+        vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+        rms_norm_eps=1e-6, rope_theta=1_000_000, tie_word_embeddings=True,
+        eos_token_id=151645, pad_token_id=151643, bos_token_id=None,
+    )
+
+
+def _llama31_8b_config() -> PretrainedConfig:
+    return LlamaConfig(
+        vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072,
+        rms_norm_eps=1e-5, rope_theta=500_000, tie_word_embeddings=False,
+        eos_token_id=128009, pad_token_id=128004, bos_token_id=128000,
+    )
+
+
+BUILTIN_CONFIGS: dict[str, Callable[[], PretrainedConfig]] = {
+    "thinker/tiny": _tiny_config,
+    "thinker/random-qwen3-0.6b": _qwen3_06b_config,
+    "thinker/random-llama3.1-8b": _llama31_8b_config,
+}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and how a model lives: device, dtype, quantization."""
+
+    device: torch.device
+    dtype: torch.dtype
+    quantization: Quantization = None
+
+    @classmethod
+    def choose(cls, device: str | None, quantization: Quantization) -> Placement:
+        cuda = torch.cuda.is_available()
+        if quantization not in (None, "4bit"):
+            raise ConfigError(f"quantization must be None or '4bit', got {quantization!r}")
+        if quantization == "4bit" and not cuda:
+            raise BackendError(
+                "4-bit QLoRA needs a CUDA GPU (bitsandbytes 4-bit kernels); this machine has "
+                "none. Drop quantization='4bit' to train in full precision on the CPU."
+            )
+        if device is None:
+            device = "cuda" if cuda else "cpu"
+        if device.startswith("cuda") and not cuda:
+            raise BackendError(f"device {device!r} asked for, but CUDA is not available here")
+        dev = torch.device(device)
+        return cls(dev, torch.bfloat16 if dev.type == "cuda" else torch.float32, quantization)
+
+
+def load_tokenizer(base_model: str) -> PreTrainedTokenizerBase:
+    if base_model.startswith(BUILTIN_PREFIX):
+        _check_builtin(base_model)
+        return ByT5Tokenizer()
+    try:
+        return AutoTokenizer.from_pretrained(base_model)
+    except OSError as e:
+        raise BackendError(f"cannot load the tokenizer of {base_model!r}: {e}") from e
+
+
+def load_base_model(base_model: str, placement: Placement) -> PreTrainedModel:
+    """The base model's weights on `placement`, in eval mode with every weight frozen."""
+    if base_model.startswith(BUILTIN_PREFIX):
+        model = _build_builtin(base_model, placement)
+    else:
+        model = _from_pretrained(base_model, placement)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def _check_builtin(name: str) -> None:
+    if name not in BUILTIN_CONFIGS:
+        raise ConfigError(f"unknown built-in model {name!r}; built-ins: {sorted(BUILTIN_CONFIGS)}")
+
+
+def _build_builtin(name: str, placement: Placement) -> PreTrainedModel:
+    _check_builtin(name)
+    config = BUILTIN_CONFIGS[name]()
+    if placement.quantization is not None:
+        # bitsandbytes quantizes while loading: write the random weights once, then load them.
+        with tempfile.TemporaryDirectory() as tmp:
+            _random_model(config, Placement(placement.device, placement.dtype)).save_pretrained(tmp)
+            return _from_pretrained(tmp, placement)
+    return _random_model(config, placement)
+
+
+def _random_model(config: PretrainedConfig, placement: Placement) -> PreTrainedModel:
+    devices = [placement.device] if placement.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices), torch.device(placement.device):
+        torch.manual_seed(BUILTIN_SEED)
+        model = AutoModelForCausalLM.from_config(config, dtype=placement.dtype)
+    return model
+
+
+def _from_pretrained(name: str, placement: Placement) -> PreTrainedModel:
+    kwargs: dict[str, object] = {"dtype": placement.dtype}
+    if placement.quantization == "4bit":
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16,
+        )
+        kwargs["device_map"] = {"": placement.device}
+    try:
+        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+    except OSError as e:
+        where = "local directory" if Path(name).exists() else "hub id (or local path)"
+        raise BackendError(f"cannot load base model {name!r} as a {where}: {e}") from e
+    return model if placement.quantization else model.to(placement.device)
+
+
+def lora_target_modules(
+    model: PreTrainedModel, train_attn: bool, train_mlp: bool, train_unembed: bool
+) -> list[str]:
+    """Names (last path component) of the linear layers to adapt, chosen by the three flags."""
+    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    wanted: set[str] = set()
+    if train_attn:
+        wanted |= ATTN_MODULES & present
+    if train_mlp:
+        wanted |= MLP_MODULES & present
+    if train_unembed:
+        head = model.get_output_embeddings()
+        wanted |= {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if m is head}
+    if not wanted:
+        raise ConfigError("no LoRA target: set at least one of train_attn, train_mlp, train_unembed")
+    return sorted(wanted)
+
+
+def attach_lora(
+    model: PreTrainedModel, rank: int, seed: int | None, targets: list[str]
+) -> PeftModel:
+    """Wrap `model` with a fresh LoRA adapter (B = 0, so it starts equal to the base model)."""
+    config = LoraConfig(r=rank, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=targets,
+                        bias="none", task_type="CAUSAL_LM")
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(BUILTIN_SEED if seed is None else seed)
+        # PEFT keeps adapter weights in fp32 even on a bf16 base (autocast_adapter_dtype).
+        return get_peft_model(model, config)

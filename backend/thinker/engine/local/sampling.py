@@ -1,0 +1,211 @@
+"""The local sampling client: batched autoregressive sampling with a KV cache.
+
+All `num_samples` sequences of one call decode together: the prompt is prefilled once,
+its cache repeated across the batch, then one forward per new token. The logprob returned
+for each sampled token is the model's own (temperature 1, before top-k/top-p), i.e. what a
+training client computes for the same token, so on-policy importance ratios start at 1.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from tinker import types
+from torch import Tensor
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from thinker.engine.futures import EngineFuture, OrderedExecutor
+from thinker.engine.local.forward import target_logprobs
+from thinker.errors import ConfigError
+
+DEFAULT_MAX_TOKENS = 512
+
+
+@dataclass
+class _Stops:
+    token_ids: set[int]
+    strings: list[str]
+
+
+class LocalSamplingClient:
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        base_model: str,
+        model_path: str | None,
+        device: torch.device,
+    ) -> None:
+        self._model = model
+        self._tokenizer = tokenizer
+        self._base_model = base_model
+        self.model_path = model_path
+        self._device = device
+        self._executor = OrderedExecutor("sample")
+        # transformers 5.2x renamed `past_key_values` to `cache`; accept either version.
+        forward_args = inspect.signature(model.forward).parameters
+        self._cache_arg = "cache" if "cache" in forward_args else "past_key_values"
+
+    def sample(
+        self,
+        prompt: types.ModelInput,
+        num_samples: int,
+        sampling_params: types.SamplingParams,
+        include_prompt_logprobs: bool = False,
+    ) -> EngineFuture[types.SampleResponse]:
+        """`num_samples` completions of `prompt`, each with its sampled tokens' logprobs."""
+        if num_samples < 1:
+            raise ConfigError(f"num_samples must be at least 1, got {num_samples}")
+        return self._executor.submit(
+            self._sample, prompt.to_ints(), num_samples, sampling_params, include_prompt_logprobs
+        )
+
+    def compute_logprobs(self, prompt: types.ModelInput) -> EngineFuture[list[float | None]]:
+        """log p(token i | tokens before i) for every token of `prompt`; None at position 0."""
+        return self._executor.submit(self._compute_logprobs, prompt.to_ints())
+
+    def get_tokenizer(self) -> PreTrainedTokenizerBase:
+        return self._tokenizer
+
+    def get_base_model(self) -> str:
+        return self._base_model
+
+    # ---- work, on the worker thread ----------------------------------------------------
+    @torch.inference_mode()
+    def _compute_logprobs(self, tokens: list[int]) -> list[float | None]:
+        if len(tokens) < 2:
+            return [None] * len(tokens)
+        (lp,) = target_logprobs(self._model, [tokens[:-1]], [torch.tensor(tokens[1:])],
+                                self._device)
+        return [None, *lp.float().cpu().tolist()]
+
+    @torch.inference_mode()
+    def _sample(
+        self, prompt: list[int], n: int, params: types.SamplingParams, prompt_logprobs: bool
+    ) -> types.SampleResponse:
+        if not prompt:
+            raise ConfigError("sample needs a non-empty prompt")
+        max_tokens = params.max_tokens if params.max_tokens is not None else DEFAULT_MAX_TOKENS
+        stops = self._stops(params.stop)
+        generator = torch.Generator(self._device)
+        generator.manual_seed(params.seed if params.seed is not None else _random_seed())
+
+        ids_1P = torch.tensor([prompt], dtype=torch.long, device=self._device)
+        out = self._model(input_ids=ids_1P, use_cache=True, logits_to_keep=1)
+        cache = _cache_of(out)
+        cache.batch_repeat_interleave(n)
+        logits_NV = out.logits[:, -1].float().expand(n, -1)
+
+        tokens_NT = torch.empty((n, 0), dtype=torch.long, device=self._device)
+        logprobs_NT = torch.empty((n, 0), dtype=torch.float32, device=self._device)
+        finished = [False] * n
+        stop_reasons: list[types.StopReason] = ["length"] * n
+        lengths = [max_tokens] * n
+        for t in range(max_tokens):
+            token_N, logprob_N = _choose(logits_NV, params, generator)
+            tokens_NT = torch.cat([tokens_NT, token_N[:, None]], dim=1)
+            logprobs_NT = torch.cat([logprobs_NT, logprob_N[:, None]], dim=1)
+            for i in _newly_stopped(tokens_NT, finished, stops, self._tokenizer):
+                finished[i], stop_reasons[i], lengths[i] = True, "stop", t + 1
+            if all(finished) or t == max_tokens - 1:
+                break
+            out = self._model(input_ids=token_N[:, None], use_cache=True, **{self._cache_arg: cache})
+            cache = _cache_of(out)
+            logits_NV = out.logits[:, -1].float()
+
+        tokens_np, logprobs_np = tokens_NT.cpu().numpy(), logprobs_NT.cpu().numpy()
+        sequences = [
+            types.SampledSequence(
+                stop_reason=stop_reasons[i], sequence_id=uuid.uuid4().hex,
+                tokens_np=tokens_np[i, : lengths[i]].astype(np.int32),
+                logprobs_np=logprobs_np[i, : lengths[i]].astype(np.float32),
+            )
+            for i in range(n)
+        ]
+        prompt_lp = None
+        if prompt_logprobs:
+            values = self._compute_logprobs(prompt)
+            prompt_lp = np.array([np.nan if v is None else v for v in values], dtype=np.float32)
+        return types.SampleResponse(sequences=sequences, prompt_logprobs_np=prompt_lp)
+
+    def _stops(self, stop: str | list[str] | list[int] | None) -> _Stops:
+        eos = self._tokenizer.eos_token_id
+        implicit = {eos} if eos is not None else set()
+        if stop is None:
+            return _Stops(implicit, [])
+        if isinstance(stop, str):
+            return _Stops(implicit, [stop])
+        stop = list(stop)
+        if not stop:  # [] disables every stop, EOS included (as on Tinker)
+            return _Stops(set(), [])
+        if all(isinstance(s, int) for s in stop):
+            return _Stops(implicit | set(stop), [])
+        if all(isinstance(s, str) for s in stop):
+            return _Stops(implicit, [s for s in stop if s])
+        raise ConfigError("SamplingParams.stop must be a string, a list of strings or of token ids")
+
+
+def _cache_of(out: object) -> Any:
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values  # type: ignore[attr-defined]
+
+
+def _choose(
+    logits_NV: Tensor, params: types.SamplingParams, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """The next token of each row (greedy at temperature 0) and its model logprob."""
+    logprobs_NV = torch.log_softmax(logits_NV, dim=-1)
+    if params.temperature <= 0:
+        token_N = logits_NV.argmax(dim=-1)
+    else:
+        scores_NV = logits_NV / params.temperature
+        if params.top_k is not None and params.top_k > 0:
+            kth_N1 = scores_NV.topk(min(params.top_k, scores_NV.shape[-1]), dim=-1).values[:, -1:]
+            scores_NV = scores_NV.masked_fill(scores_NV < kth_N1, float("-inf"))
+        if params.top_p is not None and params.top_p < 1:
+            scores_NV = _top_p_filter(scores_NV, params.top_p)
+        probs_NV = torch.softmax(scores_NV, dim=-1)
+        token_N = torch.multinomial(probs_NV, 1, generator=generator).squeeze(-1)
+    return token_N, logprobs_NV.gather(-1, token_N[:, None]).squeeze(-1)
+
+
+def _top_p_filter(scores_NV: Tensor, top_p: float) -> Tensor:
+    """Keep the smallest set of highest-probability tokens whose mass reaches top_p."""
+    sorted_NV, order_NV = scores_NV.sort(dim=-1, descending=True)
+    cumulative_NV = torch.softmax(sorted_NV, dim=-1).cumsum(dim=-1)
+    drop_sorted_NV = cumulative_NV - torch.softmax(sorted_NV, dim=-1) >= top_p
+    drop_NV = drop_sorted_NV.scatter(-1, order_NV, drop_sorted_NV)
+    return scores_NV.masked_fill(drop_NV, float("-inf"))
+
+
+def _newly_stopped(
+    tokens_NT: Tensor, finished: list[bool], stops: _Stops, tokenizer: PreTrainedTokenizerBase
+) -> list[int]:
+    last_N = tokens_NT[:, -1].tolist()
+    stopped = []
+    for i, token in enumerate(last_N):
+        if finished[i]:
+            continue
+        if token in stops.token_ids or (
+            stops.strings and _ends_with_stop_string(tokens_NT[i].tolist(), stops.strings, tokenizer)
+        ):
+            stopped.append(i)
+    return stopped
+
+
+def _ends_with_stop_string(tokens: list[int], strings: list[str], tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Whether the newest token completes a stop string (only a short tail is decoded)."""
+    window = max(len(s) for s in strings) + 2
+    tail = tokenizer.decode(tokens[-window:], skip_special_tokens=False)
+    before = tokenizer.decode(tokens[-window:-1], skip_special_tokens=False)
+    return any(s in tail and s not in before for s in strings)
+
+
+def _random_seed() -> int:
+    return int.from_bytes(os.urandom(8), "little") & (2**63 - 1)

@@ -1,0 +1,111 @@
+"""The local backend's ServiceClient: builds training and sampling clients in this process."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+from peft import PeftModel, set_peft_model_state_dict
+from safetensors.torch import load_file
+
+from thinker.engine.futures import EngineFuture
+from thinker.engine.local import checkpoints
+from thinker.engine.local.models import (
+    Placement,
+    Quantization,
+    attach_lora,
+    load_base_model,
+    load_tokenizer,
+    lora_target_modules,
+)
+from thinker.engine.local.sampling import LocalSamplingClient
+from thinker.engine.local.training import ADAPTER_FILE, LocalTrainingClient, LoraSpec
+from thinker.errors import ConfigError
+
+
+def default_storage_dir() -> Path:
+    env = os.environ.get("THINKER_STORAGE_DIR")
+    return Path(env) if env else Path.home() / ".thinker" / "storage"
+
+
+class LocalServiceClient:
+    def __init__(
+        self,
+        storage_dir: str | Path | None = None,
+        device: str | None = None,
+        quantization: Quantization = None,
+    ) -> None:
+        self.storage_dir = Path(storage_dir) if storage_dir else default_storage_dir()
+        self.placement = Placement.choose(device, quantization)
+
+    def create_lora_training_client(
+        self,
+        base_model: str,
+        rank: int = 32,
+        seed: int | None = None,
+        train_mlp: bool = True,
+        train_attn: bool = True,
+        train_unembed: bool = True,
+    ) -> EngineFuture[LocalTrainingClient]:
+        if rank < 1:
+            raise ConfigError(f"LoRA rank must be at least 1, got {rank}")
+        spec = LoraSpec(base_model, rank, seed, train_mlp, train_attn, train_unembed)
+        return EngineFuture.completed(self._training_client(spec))
+
+    def create_training_client_from_state(self, path: str) -> EngineFuture[LocalTrainingClient]:
+        return EngineFuture.completed(self._from_state(path, with_optimizer=False))
+
+    def create_training_client_from_state_with_optimizer(
+        self, path: str
+    ) -> EngineFuture[LocalTrainingClient]:
+        return EngineFuture.completed(self._from_state(path, with_optimizer=True))
+
+    def create_sampling_client(
+        self, model_path: str | None = None, base_model: str | None = None
+    ) -> EngineFuture[LocalSamplingClient]:
+        return EngineFuture.completed(self._sampling_client(model_path, base_model))
+
+    # ------------------------------------------------------------------------------------
+    def _training_client(self, spec: LoraSpec) -> LocalTrainingClient:
+        base = load_base_model(spec.base_model, self.placement)
+        targets = lora_target_modules(base, spec.train_attn, spec.train_mlp, spec.train_unembed)
+        model = attach_lora(base, spec.rank, spec.seed, targets)
+        run_id = f"{_slug(spec.base_model)}-{uuid.uuid4().hex[:8]}"
+        return LocalTrainingClient(
+            run_id, spec, model, load_tokenizer(spec.base_model), self.placement,
+            self.storage_dir, lambda path: self._sampling_client(path, None),
+        )
+
+    def _from_state(self, path: str, with_optimizer: bool) -> LocalTrainingClient:
+        meta = checkpoints.read_meta(checkpoints.resolve(path, self.storage_dir))
+        spec = LoraSpec(meta["base_model"], meta["rank"], meta["seed"], meta["train_mlp"],
+                        meta["train_attn"], meta["train_unembed"])
+        client = self._training_client(spec)
+        client.load_state(path, with_optimizer=with_optimizer).result()
+        return client
+
+    def _sampling_client(self, model_path: str | None, base_model: str | None) -> LocalSamplingClient:
+        if model_path is not None:
+            directory = checkpoints.resolve(model_path, self.storage_dir)
+            base_model = checkpoints.read_meta(directory)["base_model"]
+        assert base_model is not None
+        model = load_base_model(base_model, self.placement)
+        if model_path is not None:
+            model = _merged(model, directory)
+        return LocalSamplingClient(model, load_tokenizer(base_model), base_model, model_path,
+                                   self.placement.device)
+
+
+def _merged(model, directory: Path):  # type: ignore[no-untyped-def]
+    """The base model with the adapter in `directory` folded into its weights (faster decode)."""
+    peft_model = PeftModel.from_pretrained(model, directory, is_trainable=False)
+    set_peft_model_state_dict(peft_model, load_file(directory / ADAPTER_FILE))
+    if getattr(model, "is_loaded_in_4bit", False):
+        return peft_model  # 4-bit weights cannot absorb an adapter; keep it separate
+    return peft_model.merge_and_unload()
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:40] or "model"

@@ -1,0 +1,232 @@
+"""The local training client: a LoRA adapter on a base model, with the Tinker client's methods.
+
+Every method returns an `EngineFuture` at once; the work runs on the client's own worker
+thread in submission order. Gradients accumulate across `forward_backward` calls until
+`optim_step` applies them (AdamW on the adapter weights) and clears them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from peft import PeftModel, set_peft_model_state_dict
+from safetensors.torch import load_file
+from tinker import types
+from torch import Tensor
+from transformers import PreTrainedTokenizerBase
+
+from thinker.engine.futures import EngineFuture, OrderedExecutor
+from thinker.engine.local import checkpoints
+from thinker.engine.local.checkpoints import CheckpointPath
+from thinker.engine.local.forward import target_logprobs
+from thinker.engine.local.models import Placement
+from thinker.engine.losses import REQUIRED_INPUTS, get_loss_fn
+from thinker.errors import ConfigError
+
+CustomLossFn = Callable[[list[types.Datum], list[Tensor]], tuple[Tensor, dict[str, float]]]
+ADAPTER_FILE = "adapter_model.safetensors"
+OPTIMIZER_FILE = "optimizer.pt"
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """What defines an adapter: enough to rebuild it from a checkpoint."""
+
+    base_model: str
+    rank: int
+    seed: int | None
+    train_mlp: bool
+    train_attn: bool
+    train_unembed: bool
+
+
+class LocalTrainingClient:
+    def __init__(
+        self,
+        run_id: str,
+        spec: LoraSpec,
+        model: PeftModel,
+        tokenizer: PreTrainedTokenizerBase,
+        placement: Placement,
+        storage_dir: Path,
+        make_sampling_client: Callable[[str], Any],
+    ) -> None:
+        self.run_id = run_id
+        self.spec = spec
+        self._model = model
+        self._tokenizer = tokenizer
+        self._placement = placement
+        self._storage_dir = storage_dir
+        self._make_sampling_client = make_sampling_client
+        self._params = [p for p in model.parameters() if p.requires_grad]
+        self._optimizer = torch.optim.AdamW(self._params, lr=0.0)
+        self._step = 0
+        self._executor = OrderedExecutor(f"train-{run_id}")
+
+    # ---- the Tinker TrainingClient interface -------------------------------------------
+    def forward(
+        self, data: list[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, float] | None = None
+    ) -> EngineFuture[types.ForwardBackwardOutput]:
+        """Loss and per-datum logprobs without touching gradients."""
+        return self._executor.submit(self._run_loss, data, loss_fn, loss_fn_config, False)
+
+    def forward_backward(
+        self, data: list[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, float] | None = None
+    ) -> EngineFuture[types.ForwardBackwardOutput]:
+        """Loss, per-datum logprobs, and the loss's gradient added to the adapter's."""
+        return self._executor.submit(self._run_loss, data, loss_fn, loss_fn_config, True)
+
+    def forward_backward_custom(
+        self, data: list[types.Datum], loss_fn: CustomLossFn
+    ) -> EngineFuture[types.ForwardBackwardOutput]:
+        """`loss_fn(data, logprobs_list) -> (loss, metrics)`, differentiated through the model."""
+        return self._executor.submit(self._run_custom, data, loss_fn)
+
+    def optim_step(
+        self, adam_params: types.AdamParams | None = None
+    ) -> EngineFuture[types.OptimStepResponse]:
+        """One AdamW step with these hyperparameters, then the gradients are cleared."""
+        return self._executor.submit(self._run_optim_step, adam_params or types.AdamParams())
+
+    def save_state(self, name: str, overwrite: bool = False) -> EngineFuture[types.SaveWeightsResponse]:
+        """Adapter, optimizer state and step, as `thinker://<run>/weights/<name>`."""
+        checkpoints.check_name(name)
+        return self._executor.submit(self._save, name, "weights", overwrite)
+
+    def save_weights_for_sampler(
+        self, name: str, overwrite: bool = False
+    ) -> EngineFuture[types.SaveWeightsForSamplerResponse]:
+        """The adapter alone (PEFT format), as `thinker://<run>/sampler_weights/<name>`."""
+        checkpoints.check_name(name)
+        return self._executor.submit(self._save, name, "sampler_weights", overwrite)
+
+    def save_weights_and_get_sampling_client(self, name: str | None = None) -> EngineFuture[Any]:
+        """Save sampler weights (named after the step unless given) and sample from them."""
+        name = name or f"step-{self._step:06d}-{time.time_ns() % 10**9:09d}"
+        checkpoints.check_name(name)
+        saved = self._executor.submit(self._save, name, "sampler_weights", False)
+        return self._executor.submit(lambda: self._make_sampling_client(saved.result().path))
+
+    def load_state(self, path: str, with_optimizer: bool = False) -> EngineFuture[None]:
+        """Replace the adapter (and optionally optimizer and step) with a saved state."""
+        return self._executor.submit(self._load, path, with_optimizer)
+
+    def get_tokenizer(self) -> PreTrainedTokenizerBase:
+        return self._tokenizer
+
+    def get_info(self) -> types.GetInfoResponse:
+        arch = (self._model.config.architectures or [type(self._model.base_model.model).__name__])[0]
+        data = types.ModelData(arch=arch, model_name=self.spec.base_model,
+                               tokenizer_id=self.spec.base_model)
+        return types.GetInfoResponse(model_data=data, model_id=self.run_id, is_lora=True,
+                                     lora_rank=self.spec.rank, model_name=self.spec.base_model)
+
+    @property
+    def step(self) -> int:
+        """Optimizer steps taken so far (restored by create_training_client_from_state_with_optimizer)."""
+        return self._step
+
+    # ---- work, on the worker thread ----------------------------------------------------
+    def _logprobs(self, data: Sequence[types.Datum]) -> list[Tensor]:
+        if not data:
+            raise ConfigError("forward_backward needs at least one Datum")
+        inputs = [d.model_input.to_ints() for d in data]
+        targets = [_input(d, "target_tokens", i).to(torch.long) for i, d in enumerate(data)]
+        for i, (x, t) in enumerate(zip(inputs, targets, strict=True)):
+            if len(x) != t.shape[0]:
+                raise ConfigError(f"datum {i}: target_tokens has length {t.shape[0]} but "
+                                  f"model_input has {len(x)}; they must be equal")
+        return target_logprobs(self._model, inputs, targets, self._placement.device)
+
+    def _run_loss(
+        self, data: list[types.Datum], loss_fn: str, config: Mapping[str, float] | None, backward: bool
+    ) -> types.ForwardBackwardOutput:
+        fn = get_loss_fn(loss_fn, config)
+        config = dict(config or {})
+        with torch.set_grad_enabled(backward):
+            self._model.train(backward)
+            logprobs = self._logprobs(data)
+            losses = []
+            for i, (datum, lp) in enumerate(zip(data, logprobs, strict=True)):
+                inputs = {k: _input(datum, k, i).to(lp.device) for k in REQUIRED_INPUTS[loss_fn]}
+                losses.append(fn(lp, inputs, config))
+            total = torch.stack(losses).sum()
+            if backward:
+                total.backward()
+        return _output(logprobs, {"loss:sum": float(total.detach())})
+
+    def _run_custom(self, data: list[types.Datum], loss_fn: CustomLossFn) -> types.ForwardBackwardOutput:
+        # As on Tinker: the user's function sees detached fp32 CPU logprobs; its gradient with
+        # respect to them is then pushed back through the model's graph in one backward pass.
+        self._model.train(True)
+        logprobs = self._logprobs(data)
+        leaves = [lp.detach().float().cpu().requires_grad_(True) for lp in logprobs]
+        loss, metrics = loss_fn(data, leaves)
+        loss.backward()
+        grads = [leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for leaf in leaves]
+        torch.autograd.backward(logprobs, [g.to(lp.device, lp.dtype) for g, lp in zip(grads, logprobs, strict=True)])
+        return _output(logprobs, {**metrics, "loss:sum": float(loss.detach().sum())})
+
+    def _run_optim_step(self, params: types.AdamParams) -> types.OptimStepResponse:
+        for group in self._optimizer.param_groups:
+            group.update(lr=params.learning_rate, betas=(params.beta1, params.beta2),
+                         eps=params.eps, weight_decay=params.weight_decay)
+        max_norm = params.grad_clip_norm if params.grad_clip_norm > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
+        self._optimizer.step()
+        self._optimizer.zero_grad(set_to_none=True)
+        self._step += 1
+        return types.OptimStepResponse(
+            metrics={"grad_norm": float(grad_norm), "learning_rate": params.learning_rate}
+        )
+
+    def _save(self, name: str, kind: checkpoints.CheckpointKind, overwrite: bool) -> Any:
+        path = CheckpointPath(self.run_id, kind, name)
+        meta = {"kind": kind, "step": self._step, "run_id": self.run_id, "created": time.time(),
+                **asdict(self.spec)}
+
+        def write(tmp: Path) -> None:
+            self._model.save_pretrained(tmp, save_embedding_layers=False)
+            if kind == "weights":
+                torch.save(self._optimizer.state_dict(), tmp / OPTIMIZER_FILE)
+
+        checkpoints.write_atomically(path.directory(self._storage_dir), write, meta, overwrite)
+        if kind == "weights":
+            return types.SaveWeightsResponse(path=str(path))
+        return types.SaveWeightsForSamplerResponse(path=str(path))
+
+    def _load(self, path: str, with_optimizer: bool) -> None:
+        directory = checkpoints.resolve(path, self._storage_dir)
+        meta = checkpoints.read_meta(directory)
+        state = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
+        result = set_peft_model_state_dict(self._model, state)
+        if getattr(result, "unexpected_keys", None):
+            raise ConfigError(f"checkpoint {path} does not fit this adapter: "
+                              f"unexpected keys {result.unexpected_keys[:3]}")
+        if with_optimizer:
+            if meta["kind"] != "weights":
+                raise ConfigError(f"{path} is a sampler checkpoint: it has no optimizer state")
+            optim_state = torch.load(directory / OPTIMIZER_FILE, map_location=self._placement.device)
+            self._optimizer.load_state_dict(optim_state)
+            self._step = int(meta["step"])
+
+
+def _input(datum: types.Datum, key: str, index: int) -> Tensor:
+    if key not in datum.loss_fn_inputs:
+        raise ConfigError(f"datum {index}: loss_fn_inputs lacks {key!r} "
+                          f"(has {sorted(datum.loss_fn_inputs)})")
+    return datum.loss_fn_inputs[key].to_torch()
+
+
+def _output(logprobs: list[Tensor], metrics: dict[str, float]) -> types.ForwardBackwardOutput:
+    outputs = [{"logprobs": types.TensorData.from_numpy(lp.detach().float().cpu().numpy())}
+               for lp in logprobs]
+    return types.ForwardBackwardOutput(
+        loss_fn_output_type="TorchLossReturn", loss_fn_outputs=outputs, metrics=metrics
+    )
+
