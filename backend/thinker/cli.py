@@ -1,0 +1,322 @@
+"""The `thinker` command: validate, train and evaluate a declarative YAML pipeline.
+
+    thinker validate --config pipeline.yaml            # test suite + dataset check
+    thinker train    --config pipeline.yaml            # validate, then train (SL)
+    thinker eval     --config pipeline.yaml [--run-name NAME]  # validate, then evaluate
+    thinker run      --config pipeline.yaml            # validate -> train -> eval
+
+Common options: --backend local|tinker (overrides training.backend), --skip-validation
+(debug only: train/eval/run refuse to continue after a failed validation otherwise),
+--run-name NAME (default <config name>-<UTC timestamp>; `eval` defaults to the latest run
+of the config). A run lives in <runs_dir>/<run name>/ with metadata.json, metrics.jsonl,
+checkpoints.jsonl and eval.jsonl.
+
+Exit codes:
+    0  success
+    1  internal error (a bug; THINKER_DEBUG=1 shows the traceback)
+    2  config error: bad YAML, schema, missing files, secrets in the file, missing
+       TINKER_API_KEY, or a bad command line
+    3  validation failed: the test suite or the dataset check
+    4  training failed
+    5  evaluation failed, or there is no checkpoint to evaluate
+
+Errors go to stderr as `[thinker] error: ...`, without tracebacks unless THINKER_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the pipeline imports torch-adjacent packages; `--help` should not wait
+    from thinker.pipeline.config import PipelineConfig
+    from thinker.pipeline.metadata import RunMetadata
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_CONFIG = 2
+EXIT_VALIDATION = 3
+EXIT_TRAINING = 4
+EXIT_EVALUATION = 5
+EXIT_INTERRUPTED = 130
+
+_EXIT_CODES_HELP = """\
+exit codes:
+  0  success
+  1  internal error (a bug; THINKER_DEBUG=1 shows the traceback)
+  2  config error (bad YAML, schema, missing files, secrets in the file,
+     missing TINKER_API_KEY) or a bad command line
+  3  validation failed (test suite or dataset check)
+  4  training failed
+  5  evaluation failed, or no checkpoint to evaluate
+"""
+
+
+# The stages after validation that each command runs.
+_WORK: dict[str, list[str]] = {
+    "validate": [],
+    "train": ["train"],
+    "eval": ["eval"],
+    "run": ["train", "eval"],
+}
+
+
+class _Exit(Exception):
+    """Stops a command with an exit code and a message for stderr."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line `argv` (default: sys.argv[1:]) and return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
+        return e.code if isinstance(e.code, int) else EXIT_CONFIG
+    try:
+        return _run(args)
+    except _Exit as e:
+        _error(e.message, e.__cause__)
+        return e.code
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as e:  # a bug: still no traceback unless asked for
+        _error(f"internal error: {type(e).__name__}: {e}", e)
+        return EXIT_INTERNAL
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", required=True, type=Path, help="the pipeline YAML file")
+    common.add_argument("--backend", choices=["local", "tinker"], help="override training.backend")
+    common.add_argument(
+        "--run-name", help="the run directory's name under runs_dir (default: generated)"
+    )
+    gated = argparse.ArgumentParser(add_help=False)
+    gated.add_argument(
+        "--skip-validation",
+        action="store_true",
+        help="debug only: go on without running (or despite) the validate stage",
+    )
+    parser = argparse.ArgumentParser(
+        prog="thinker",
+        description="Validate, train and evaluate a post-training pipeline described in YAML.",
+        epilog=_EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    helps = {
+        "validate": "run the configured test suite and the dataset check",
+        "train": "validate, then train",
+        "eval": "validate, then evaluate the last checkpoint of a run",
+        "run": "validate, train, then evaluate",
+    }
+    for name, text in helps.items():
+        parents = [common] if name == "validate" else [common, gated]
+        sub.add_parser(
+            name,
+            parents=parents,
+            help=text,
+            description=text,
+            epilog=_EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from thinker.errors import ConfigError
+    from thinker.pipeline.config import check_backend_environment, load_pipeline_config
+    from thinker.pipeline.metadata import RunMetadata
+
+    work = _WORK[args.command]
+    try:
+        config = load_pipeline_config(args.config, backend=args.backend)
+        if work:
+            check_backend_environment(config)
+        run_name = _run_name(args, config, existing=args.command == "eval")
+    except ConfigError as e:
+        raise _Exit(EXIT_CONFIG, str(e)) from None
+    if run_name is None:  # `validate` without --run-name keeps no record
+        _validate_stage(config, None)
+        return EXIT_OK
+    run_dir = config.runs_dir / run_name
+    if work == ["eval"]:
+        _last_checkpoint(run_dir)  # fail before the test suite runs, not after
+    meta = RunMetadata.open(run_dir, run_name, config, args.command)
+    print(f"[thinker] run {run_name}: {run_dir}", flush=True)
+    try:
+        if getattr(args, "skip_validation", False):
+            print("[thinker] validate: skipped (--skip-validation)", flush=True)
+            meta.skip_stage("validate", "--skip-validation")
+        else:
+            _validate_stage(config, meta)
+        if "train" in work:
+            _train_stage(config, run_dir, meta)
+        if "eval" in work:
+            _eval_stage(config, run_dir, meta)
+    except _Exit as e:
+        meta.finish(e.code)
+        raise
+    except KeyboardInterrupt:
+        meta.finish(EXIT_INTERRUPTED)
+        raise
+    meta.finish(EXIT_OK)
+    return EXIT_OK
+
+
+def _run_name(args: argparse.Namespace, config: PipelineConfig, existing: bool) -> str | None:
+    """The run to work in: --run-name, the latest run of the config (eval), or a new name."""
+    from thinker.errors import ConfigError
+    from thinker.pipeline.config import NAME_PATTERN
+
+    if args.run_name is not None:
+        if not NAME_PATTERN.match(args.run_name):
+            raise ConfigError(f"--run-name {args.run_name!r}: use letters, digits, '.', '_' or '-'")
+        return args.run_name
+    if args.command == "validate":
+        return None
+    if existing:
+        return _latest_run(config)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    name, n = f"{config.name}-{stamp}", 2
+    while (config.runs_dir / name).exists():
+        name, n = f"{config.name}-{stamp}-{n}", n + 1
+    return name
+
+
+def _latest_run(config: PipelineConfig) -> str:
+    """The most recently checkpointed run of this config in runs_dir."""
+    from thinker.runs import CHECKPOINTS_FILE
+
+    runs_dir: Path = config.runs_dir
+    candidates = (
+        [d for d in runs_dir.glob(f"{config.name}-*") if (d / CHECKPOINTS_FILE).is_file()]
+        if runs_dir.is_dir()
+        else []
+    )
+    if not candidates:
+        raise _Exit(
+            EXIT_EVALUATION,
+            f"no run of '{config.name}' with a checkpoint in {runs_dir}: "
+            f"run `thinker train --config {config.source}` first",
+        )
+    return max(candidates, key=lambda d: (d / CHECKPOINTS_FILE).stat().st_mtime).name
+
+
+def _last_checkpoint(run_dir: Path) -> dict[str, Any]:
+    """The last line of the run's checkpoints.jsonl that has sampler weights."""
+    from thinker.runs import CHECKPOINTS_FILE, read_jsonl
+
+    records = [r for r in read_jsonl(run_dir / CHECKPOINTS_FILE) if r.get("sampler_path")]
+    if not records:
+        where = "does not exist" if not run_dir.is_dir() else "has no checkpoint"
+        raise _Exit(
+            EXIT_EVALUATION,
+            f"run directory {run_dir} {where}: run `thinker train` first "
+            "(or pass the --run-name of a trained run)",
+        )
+    return records[-1]
+
+
+def _validate_stage(config: PipelineConfig, meta: RunMetadata | None) -> None:
+    from thinker.pipeline.validate import validate
+
+    if meta is not None:
+        meta.start_stage("validate")
+    try:
+        report = validate(config)
+    except Exception as e:
+        if meta is not None:
+            meta.finish_stage("validate", "failed", error=_describe(e))
+        raise _Exit(EXIT_VALIDATION, f"validation failed: {_describe(e)}") from e
+    if meta is not None:
+        status = "passed" if report.ok else "failed"
+        meta.finish_stage(
+            "validate", status, metrics=report.metrics(), error=report.failure() or None
+        )
+    if not report.ok:
+        raise _Exit(
+            EXIT_VALIDATION,
+            f"validation failed: {report.failure()}; "
+            "fix it, or pass --skip-validation (debug only)",
+        )
+    print("[thinker] validate: passed", flush=True)
+
+
+def _train_stage(config: PipelineConfig, run_dir: Path, meta: RunMetadata) -> None:
+    meta.start_stage("train")
+    print(f"[thinker] train: {config.training.algorithm} on {config.training.backend}", flush=True)
+    try:
+        from thinker.algorithms import sl
+
+        result = asyncio.run(sl.main(config.training.to_sl_config(run_dir)))
+    except Exception as e:
+        meta.finish_stage("train", "failed", error=_describe(e))
+        raise _Exit(
+            EXIT_TRAINING,
+            f"training failed ({config.training.backend} backend, config {config.source}): "
+            f"{_describe(e)}",
+        ) from e
+    meta.finish_stage(
+        "train",
+        "passed",
+        metrics=result.final_metrics,
+        steps=result.steps,
+        state_path=result.state_path,
+        sampler_path=result.sampler_path,
+    )
+    print(f"[thinker] train: {result.steps} steps; checkpoint {result.sampler_path}", flush=True)
+
+
+def _eval_stage(config: PipelineConfig, run_dir: Path, meta: RunMetadata) -> None:
+    checkpoint = _last_checkpoint(run_dir)
+    output: Path = config.evaluation.output or run_dir / "eval.jsonl"
+    meta.start_stage("eval")
+    try:
+        from thinker.pipeline.evaluate import run_evaluation
+
+        metrics = run_evaluation(config, run_dir, checkpoint["sampler_path"], output)
+        if config.evaluation.compare_base:
+            base_output = output.with_name(f"{output.stem}_base{output.suffix}")
+            base = run_evaluation(config, run_dir, None, base_output)
+            metrics.update({f"base_{k}": v for k, v in base.items() if k != "num_samples"})
+    except Exception as e:
+        meta.finish_stage("eval", "failed", error=_describe(e))
+        raise _Exit(EXIT_EVALUATION, f"evaluation failed: {_describe(e)}") from e
+    meta.finish_stage(
+        "eval",
+        "passed",
+        metrics=metrics,
+        output=str(output),
+        checkpoint=checkpoint["sampler_path"],
+        checkpoint_step=checkpoint.get("step"),
+    )
+    shown = " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+    print(f"[thinker] eval: {shown} ({output})", flush=True)
+
+
+def _describe(e: BaseException) -> str:
+    from thinker.errors import ThinkerError
+
+    return str(e) if isinstance(e, ThinkerError) else f"{type(e).__name__}: {e}"
+
+
+def _error(message: str, cause: BaseException | None = None) -> None:
+    from thinker.pipeline.metadata import scrub
+
+    if cause is not None and os.environ.get("THINKER_DEBUG", "") not in ("", "0"):
+        text = "".join(traceback.format_exception(cause))
+        print(scrub(text), file=sys.stderr, end="")
+    print(f"[thinker] error: {scrub(message)}", file=sys.stderr, flush=True)

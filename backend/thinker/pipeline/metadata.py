@@ -1,0 +1,228 @@
+"""`runs/<run>/metadata.json`: what a reviewer needs to reproduce a pipeline run.
+
+It records the run name, config path and fingerprint (SHA-256 of the canonical JSON of the
+resolved config), git commit, dataset SHA-256s, package versions, backend, the status,
+timestamps and metrics of each stage, and the exit code. It is rewritten atomically (a
+temporary file then `os.replace`) after every stage, so a reader never sees half a file and
+a crash leaves the last complete state behind. Nothing in it comes from the environment, and
+every string is scrubbed of the values of secret-looking environment variables before it is
+written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import time
+from datetime import UTC, datetime
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # kept out of the import so that `scrub` costs nothing to import
+    from thinker.pipeline.config import PipelineConfig
+
+METADATA_FILE = "metadata.json"
+PACKAGES = ("thinker", "torch", "transformers", "peft", "tinker")
+StageName = Literal["validate", "train", "eval"]
+StageStatus = Literal["running", "passed", "failed", "skipped"]
+
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+_MIN_SECRET_LEN = 6  # shorter values ("1", "true") would scrub ordinary text
+
+
+def utc_now() -> str:
+    """An ISO-8601 UTC timestamp with second precision, e.g. 2025-11-10T18:05:42Z."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def config_fingerprint(config: PipelineConfig) -> str:
+    """SHA-256 of the resolved config as canonical JSON (sorted keys, no whitespace)."""
+    canonical = json.dumps(config.fingerprint_json(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def git_commit(directory: Path) -> str | None:
+    """The HEAD commit of the repository holding `directory`; None outside git or on failure."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if re.fullmatch(r"[0-9a-f]{40,64}", commit) else None
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the packages that decide a run's numbers (None: not installed)."""
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            versions[name] = None
+    versions["python"] = platform.python_version()
+    return versions
+
+
+def dataset_hashes(config: PipelineConfig) -> dict[str, dict[str, str]]:
+    """`{"training.dataset": {"path": ..., "sha256": ...}, ...}` for every dataset file named."""
+    from thinker.data import dataset_sha256
+
+    named = {
+        "training.dataset": config.training.dataset,
+        "training.eval_dataset": config.training.eval_dataset,
+        "evaluation.dataset": config.evaluation.dataset,
+        "data_validation.path": config.data_validation.path if config.data_validation else None,
+    }
+    return {
+        role: {"path": str(path), "sha256": dataset_sha256(path)}
+        for role, path in named.items()
+        if path is not None and Path(path).is_file()
+    }
+
+
+def secret_values(environ: dict[str, str] | None = None) -> list[str]:
+    """Values of environment variables whose names look like credentials."""
+    env = os.environ if environ is None else environ
+    values = {v for k, v in env.items() if _SECRET_ENV.search(k) and len(v) >= _MIN_SECRET_LEN}
+    return sorted(values, key=len, reverse=True)  # longest first: no partial leftovers
+
+
+def scrub(value: Any, secrets: list[str] | None = None) -> Any:
+    """`value` with every secret environment value replaced by `***`, recursively."""
+    secrets = secret_values() if secrets is None else secrets
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, "***")
+        return value
+    if isinstance(value, dict):
+        return {k: scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub(v, secrets) for v in value]
+    return value
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with NaN and infinities as None: metadata.json stays strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON to a temporary file beside `path`, fsync it, then `os.replace` it in."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, allow_nan=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class RunMetadata:
+    """The metadata of one run directory; every change is written to disk at once.
+
+    A second command on the same run (`thinker eval --run-name X` after `thinker train`)
+    loads the file and updates it: its stages are kept, the new ones added or replaced.
+    """
+
+    def __init__(self, run_dir: Path, data: dict[str, Any]) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / METADATA_FILE
+        self.data = data
+        self._started: dict[str, float] = {}
+
+    @classmethod
+    def open(
+        cls, run_dir: Path, run_name: str, config: PipelineConfig, command: str
+    ) -> RunMetadata:
+        """Load the run's metadata (or start it) and record this command's config and context."""
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / METADATA_FILE
+        data: dict[str, Any] = {}
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                data = {}
+        hashes = dataset_hashes(config)
+        data.update(
+            {
+                "run_name": run_name,
+                "run_dir": str(run_dir),
+                "command": command,
+                "status": "running",
+                "exit_code": None,
+                "created_at": data.get("created_at", utc_now()),
+                "updated_at": utc_now(),
+                "config_path": str(config.source) if config.source else None,
+                "config_name": config.name,
+                "config_fingerprint": config_fingerprint(config),
+                "config": config.fingerprint_json(),
+                "git_commit": git_commit(config.source.parent if config.source else Path.cwd()),
+                "backend": config.training.backend,
+                "base_model": config.training.base_model,
+                "dataset_sha256": hashes.get("training.dataset", {}).get("sha256"),
+                "datasets": hashes,
+                "versions": package_versions(),
+            }
+        )
+        data.setdefault("stages", {})
+        meta = cls(run_dir, data)
+        meta.write()
+        return meta
+
+    def start_stage(self, stage: StageName) -> None:
+        self._started[stage] = time.monotonic()
+        self.data["stages"][stage] = {"status": "running", "started_at": utc_now()}
+        self.write()
+
+    def skip_stage(self, stage: StageName, reason: str) -> None:
+        self.data["stages"][stage] = {"status": "skipped", "reason": reason, "at": utc_now()}
+        self.write()
+
+    def finish_stage(
+        self,
+        stage: StageName,
+        status: StageStatus,
+        metrics: dict[str, Any] | None = None,
+        error: str | None = None,
+        **details: Any,
+    ) -> None:
+        """Close a stage with its status, metrics and anything else worth keeping."""
+        record = self.data["stages"].setdefault(stage, {"started_at": utc_now()})
+        record.update(status=status, finished_at=utc_now(), metrics=metrics or {}, **details)
+        if stage in self._started:
+            record["duration_s"] = round(time.monotonic() - self._started.pop(stage), 3)
+        if error is not None:
+            record["error"] = error
+        self.write()
+
+    def finish(self, exit_code: int) -> None:
+        self.data.update(
+            status="succeeded" if exit_code == 0 else "failed",
+            exit_code=exit_code,
+            finished_at=utc_now(),
+        )
+        self.write()
+
+    def write(self) -> None:
+        self.data["updated_at"] = utc_now()
+        write_json_atomically(self.path, json_safe(scrub(self.data)))
