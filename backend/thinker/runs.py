@@ -29,14 +29,15 @@ class MetricsLogger(Protocol):
 class RunLogger:
     """Appends metrics to `metrics.jsonl` in the run directory, flushing every line."""
 
-    def __init__(self, run_dir: Path, echo: bool = False) -> None:
+    def __init__(self, run_dir: Path, echo: bool = False, echo_every: int = 10) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.echo = echo
+        self.echo_every = echo_every  # print every Nth step, and every step with eval metrics
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         append_jsonl(self.run_dir / METRICS_FILE, {"step": step, "time": time.time(), **metrics})
-        if self.echo:
+        if self.echo and (step % self.echo_every == 0 or any(k.startswith("eval") for k in metrics)):
             shown = " ".join(f"{k}={_fmt(v)}" for k, v in metrics.items())
             print(f"[thinker] step {step}: {shown}", flush=True)
 
