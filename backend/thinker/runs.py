@@ -37,7 +37,9 @@ class RunLogger:
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         append_jsonl(self.run_dir / METRICS_FILE, {"step": step, "time": time.time(), **metrics})
-        if self.echo and (step % self.echo_every == 0 or any(k.startswith("eval") for k in metrics)):
+        if self.echo and (
+            step % self.echo_every == 0 or any(k.startswith("eval") for k in metrics)
+        ):
             shown = " ".join(f"{k}={_fmt(v)}" for k, v in metrics.items())
             print(f"[thinker] step {step}: {shown}", flush=True)
 

@@ -1,4 +1,4 @@
-"""Supervised learning on thinker/tiny really learns, changes every LoRA weight, and resumes exactly.
+"""SL on thinker/tiny learns, changes every LoRA weight, and resumes exactly.
 
 Thresholds were set from observed CPU runs with margin (recorded next to each).
 """
@@ -25,9 +25,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 
 def _config(task: str, run_dir: Path, **overrides: object) -> SLConfig:
     values: dict[str, object] = dict(
-        dataset=EXAMPLES / task / "train.jsonl", eval_dataset=EXAMPLES / task / "test.jsonl",
-        learning_rate=3e-3, batch_size=32, grad_clip_norm=1.0, lora_rank=32, save_every=0,
-        eval_every=0, log_path=run_dir,
+        dataset=EXAMPLES / task / "train.jsonl",
+        eval_dataset=EXAMPLES / task / "test.jsonl",
+        learning_rate=3e-3,
+        batch_size=32,
+        grad_clip_norm=1.0,
+        lora_rank=32,
+        save_every=0,
+        eval_every=0,
+        log_path=run_dir,
     )
     values.update(overrides)
     return SLConfig(**values)  # type: ignore[arg-type]
@@ -39,8 +45,11 @@ def _train(config: SLConfig) -> SLResult:
 
 def _score(task: str, run_dir: Path, model_path: str | None) -> dict[str, float]:
     service = thinker.ServiceClient(storage_dir=run_dir)
-    sampler = (service.create_sampling_client(model_path=model_path) if model_path
-               else service.create_sampling_client(base_model="thinker/tiny")).result()
+    sampler = (
+        service.create_sampling_client(model_path=model_path)
+        if model_path
+        else service.create_sampling_client(base_model="thinker/tiny")
+    ).result()
     renderer = get_renderer("role_colon", sampler.get_tokenizer())
     conversations = load_conversations(EXAMPLES / task / "test.jsonl")
     return asyncio.run(evaluate(conversations, sampler, renderer, max_tokens=16))
@@ -72,9 +81,14 @@ def test_every_lora_parameter_changes(tmp_path: Path) -> None:
     service = thinker.ServiceClient(storage_dir=tmp_path)
     initial = service.create_lora_training_client("thinker/tiny", rank=32, seed=0).result()
     initial_path = initial.save_weights_for_sampler("initial").result().path
-    read = lambda p: load_file(checkpoints.resolve(p, tmp_path) / "adapter_model.safetensors")  # noqa: E731
-    before, after = read(initial_path), read(result.sampler_path)  # type: ignore[arg-type]
-    assert before.keys() == after.keys() and len(before) == 2 * 7 * 2 + 2  # (A, B) x 7 projections x 2 layers, + lm_head
+
+    def read(path: str) -> dict[str, torch.Tensor]:
+        return load_file(checkpoints.resolve(path, tmp_path) / "adapter_model.safetensors")
+
+    assert result.sampler_path is not None
+    before, after = read(initial_path), read(result.sampler_path)
+    # (A, B) x 7 projections x 2 layers, + lm_head's (A, B)
+    assert before.keys() == after.keys() and len(before) == 2 * 7 * 2 + 2
     unchanged = [k for k in before if torch.equal(before[k], after[k])]
     assert unchanged == []
     # and not merely some entries: every element of every tensor moved
@@ -107,7 +121,8 @@ def test_resume_from_checkpoint_matches_an_uninterrupted_run_bitwise(tmp_path: P
         asyncio.run(main(interrupted, logger=_CrashingLogger(interrupted.log_path, crash_after=12)))
     assert [c["step"] for c in read_jsonl(interrupted.log_path / CHECKPOINTS_FILE)] == [5, 10]
     resumed = _train(interrupted)
-    assert [c["step"] for c in read_jsonl(interrupted.log_path / CHECKPOINTS_FILE)] == [5, 10, 15, 20]
+    steps = [c["step"] for c in read_jsonl(interrupted.log_path / CHECKPOINTS_FILE)]
+    assert steps == [5, 10, 15, 20]
 
     def weights(run: SLResult, run_dir: Path) -> dict[str, torch.Tensor]:
         assert run.state_path is not None

@@ -76,12 +76,17 @@ def _data(kind: str) -> list[types.Datum]:
         else:
             inputs["logprobs"] = -torch.rand(n, generator=gen) * 6 - 2
             inputs["advantages"] = torch.randn(n, generator=gen)
-        data.append(types.Datum(model_input=types.ModelInput.from_ints(tokens[:-1].tolist()),
-                                loss_fn_inputs=inputs))
+        data.append(
+            types.Datum(
+                model_input=types.ModelInput.from_ints(tokens[:-1].tolist()), loss_fn_inputs=inputs
+            )
+        )
     return data
 
 
-def _reference(model: torch.nn.Module, data: list[types.Datum], formula: Formula) -> tuple[float, list[Tensor]]:
+def _reference(
+    model: torch.nn.Module, data: list[types.Datum], formula: Formula
+) -> tuple[float, list[Tensor]]:
     total = torch.zeros(())
     logprobs = []
     for d in data:

@@ -12,7 +12,7 @@ from peft import PeftModel
 from tinker import types
 
 import thinker
-from thinker.engine.local.models import load_base_model, Placement
+from thinker.engine.local.models import Placement, load_base_model
 from thinker.errors import BackendError, CheckpointError, ConfigError
 
 PROMPT = "User: 3+4\n\nAssistant:"
@@ -30,8 +30,10 @@ def _ids(tokenizer, text: str) -> list[int]:  # type: ignore[no-untyped-def]
 def _trained(service: thinker.ServiceClient, steps: int = 3):  # type: ignore[no-untyped-def]
     tc = service.create_lora_training_client("thinker/tiny", rank=4, seed=0).result()
     ids = _ids(tc.get_tokenizer(), PROMPT + " 7\n\n")
-    datum = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
-                        loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * (len(ids) - 1)})
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints(ids[:-1]),
+        loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * (len(ids) - 1)},
+    )
     for _ in range(steps):
         tc.forward_backward([datum], "cross_entropy")
         tc.optim_step(types.AdamParams(learning_rate=1e-2))
@@ -48,8 +50,9 @@ def test_sampled_logprobs_equal_the_models_logprobs_of_those_tokens(service) -> 
     for seq in response.sequences:
         assert len(seq.tokens) == 12 and seq.stop_reason == "length"
         full = sampler.compute_logprobs(types.ModelInput.from_ints(prompt + seq.tokens)).result()
-        torch.testing.assert_close(torch.tensor(seq.logprobs), torch.tensor(full[len(prompt):]),
-                                   rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            torch.tensor(seq.logprobs), torch.tensor(full[len(prompt) :]), rtol=1e-4, atol=1e-4
+        )
 
 
 def test_seed_reproduces_and_top_k_one_is_greedy(service) -> None:  # type: ignore[no-untyped-def]
@@ -75,13 +78,21 @@ def test_stop_token_ids_and_strings(service) -> None:  # type: ignore[no-untyped
     free = sampler.sample(prompt, 1, types.SamplingParams(max_tokens=20, temperature=0.0, stop=[]))
     tokens = free.result().sequences[0].tokens
     # stop on the 5th greedy token (by id) and on the text of tokens 3..4 (as a string)
-    by_id = sampler.sample(prompt, 1, types.SamplingParams(max_tokens=20, temperature=0.0,
-                                                           stop=[tokens[4]])).result().sequences[0]
+    by_id = (
+        sampler.sample(
+            prompt, 1, types.SamplingParams(max_tokens=20, temperature=0.0, stop=[tokens[4]])
+        )
+        .result()
+        .sequences[0]
+    )
     first = tokens.index(tokens[4])
     assert by_id.stop_reason == "stop" and by_id.tokens == tokens[: first + 1]
     text = tok.decode(tokens[2:4])
-    by_str = sampler.sample(prompt, 1, types.SamplingParams(max_tokens=20, temperature=0.0,
-                                                            stop=text)).result().sequences[0]
+    by_str = (
+        sampler.sample(prompt, 1, types.SamplingParams(max_tokens=20, temperature=0.0, stop=text))
+        .result()
+        .sequences[0]
+    )
     assert by_str.stop_reason == "stop"
     assert tok.decode(by_str.tokens).endswith(text) or text in tok.decode(by_str.tokens)
     assert len(by_str.tokens) <= 4
@@ -92,8 +103,9 @@ def test_prompt_logprobs_and_compute_logprobs_agree(service) -> None:  # type: i
     prompt = types.ModelInput.from_ints(_ids(sampler.get_tokenizer(), PROMPT))
     lps = sampler.compute_logprobs(prompt).result()
     assert lps[0] is None and len(lps) == prompt.length and all(v < 0 for v in lps[1:])
-    out = sampler.sample(prompt, 1, types.SamplingParams(max_tokens=2),
-                         include_prompt_logprobs=True).result()
+    out = sampler.sample(
+        prompt, 1, types.SamplingParams(max_tokens=2), include_prompt_logprobs=True
+    ).result()
     assert out.prompt_logprobs[0] is None
     assert out.prompt_logprobs[1:] == pytest.approx(lps[1:], abs=1e-5)
 
@@ -111,12 +123,16 @@ def test_sampler_checkpoint_is_a_plain_peft_adapter(service, tmp_path: Path) -> 
     peft_model = PeftModel.from_pretrained(base, directory)
     ids = torch.tensor([datum.model_input.to_ints()])
     with torch.no_grad():
-        torch.testing.assert_close(peft_model(input_ids=ids).logits, tc._model(input_ids=ids).logits)
+        torch.testing.assert_close(
+            peft_model(input_ids=ids).logits, tc._model(input_ids=ids).logits
+        )
     # and the engine's own sampler agrees with the training client on every logprob
     sampler = service.create_sampling_client(model_path=path).result()
     tokens = datum.model_input.to_ints() + [datum.loss_fn_inputs["target_tokens"].tolist()[-1]]
     fwd = tc.forward([datum], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist()
-    assert sampler.compute_logprobs(types.ModelInput.from_ints(tokens)).result()[1:] == pytest.approx(fwd, abs=1e-4)
+    assert sampler.compute_logprobs(types.ModelInput.from_ints(tokens)).result()[
+        1:
+    ] == pytest.approx(fwd, abs=1e-4)
 
 
 def test_state_round_trip_restores_weights_optimizer_and_step(service) -> None:  # type: ignore[no-untyped-def]
@@ -125,7 +141,9 @@ def test_state_round_trip_restores_weights_optimizer_and_step(service) -> None: 
     resumed = service.create_training_client_from_state_with_optimizer(path).result()
     fresh_optimizer = service.create_training_client_from_state(path).result()
     assert resumed.step == 3 and fresh_optimizer.step == 0
-    for a, b in zip(tc._model.state_dict().values(), resumed._model.state_dict().values(), strict=True):
+    for a, b in zip(
+        tc._model.state_dict().values(), resumed._model.state_dict().values(), strict=True
+    ):
         assert torch.equal(a, b)
     # one more identical step on both gives bit-identical weights (optimizer moments restored)
     for client in (tc, resumed):
@@ -165,7 +183,9 @@ def test_calls_are_futures_that_run_in_submission_order(service) -> None:  # typ
         tc, datum = _trained(service, steps=0)
         losses = []
         for _ in range(3):
-            losses.append(tc.forward_backward([datum], "cross_entropy").result().metrics["loss:sum"])
+            losses.append(
+                tc.forward_backward([datum], "cross_entropy").result().metrics["loss:sum"]
+            )
             tc.optim_step(types.AdamParams(learning_rate=1e-2)).result()
         return losses
 
@@ -185,18 +205,31 @@ def test_get_info_and_tokenizer(service) -> None:  # type: ignore[no-untyped-def
 def test_lora_flags_choose_the_adapted_layers(service) -> None:  # type: ignore[no-untyped-def]
     def adapted(**flags: bool) -> set[str]:
         tc = service.create_lora_training_client("thinker/tiny", rank=2, **flags).result()
-        return {n.split(".lora_")[0].rsplit(".", 1)[-1] for n, _ in tc._model.named_parameters()
-                if "lora_A" in n}
+        return {
+            n.split(".lora_")[0].rsplit(".", 1)[-1]
+            for n, _ in tc._model.named_parameters()
+            if "lora_A" in n
+        }
 
-    assert adapted() == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                         "down_proj", "lm_head"}
+    assert adapted() == {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+        "lm_head",
+    }
     assert adapted(train_mlp=False, train_unembed=False) == {"q_proj", "k_proj", "v_proj", "o_proj"}
     assert adapted(train_attn=False, train_unembed=False) == {"gate_proj", "up_proj", "down_proj"}
     with pytest.raises(ConfigError, match="no LoRA target"):
         adapted(train_attn=False, train_mlp=False, train_unembed=False)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA"
+)
 def test_qlora_is_refused_without_cuda_with_a_clear_message(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match="4-bit QLoRA needs a CUDA GPU"):
         thinker.ServiceClient(storage_dir=tmp_path, quantization="4bit")

@@ -54,7 +54,7 @@ def test_ppo_honours_its_config() -> None:
 
 
 def test_cispo() -> None:
-    """A = [1, 2], clip(r, 0, 4) = [2, 1]: -(2 * ln .5 * 1 + 1 * ln .25 * 2) = 4 ln 2 + ... = 4.1589."""
+    """A = [1, 2], clip(r, 0, 4) = [2, 1]: -(2 ln .5 * 1 + 1 ln .25 * 2) = 4.1589."""
     fn = get_loss_fn("cispo", None)
     expected = -(2 * LN_HALF * 1 + 1 * LN_QUARTER * 2)
     assert fn(_lp(), _inputs([1.0, 2.0]), {}).item() == pytest.approx(expected, rel=1e-6)

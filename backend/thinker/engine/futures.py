@@ -1,4 +1,4 @@
-"""Futures returned by every engine call: awaitable and `.result()`-able, like tinker's APIFuture."""
+"""Engine futures: awaitable and `.result()`-able, like the tinker SDK's APIFuture."""
 
 from __future__ import annotations
 

@@ -92,6 +92,7 @@ def get_loss_fn(name: str, config: Mapping[str, float] | None) -> LossFn:
     unknown = set(config or {}) - CONFIG_KEYS[name]
     if unknown:
         allowed = sorted(CONFIG_KEYS[name]) or "none"
-        raise ConfigError(f"loss_fn_config for {name!r} has unknown keys {sorted(unknown)}; "
-                          f"allowed: {allowed}")
+        raise ConfigError(
+            f"loss_fn_config for {name!r} has unknown keys {sorted(unknown)}; allowed: {allowed}"
+        )
     return LOSS_FNS[name]

@@ -50,7 +50,9 @@ class ServiceClient:
         elif backend == "tinker":
             from thinker.engine.tinker_backend import TinkerServiceClient
 
-            self._impl = TinkerServiceClient(base_url=base_url, api_key=api_key, timeout_s=timeout_s)
+            self._impl = TinkerServiceClient(
+                base_url=base_url, api_key=api_key, timeout_s=timeout_s
+            )
         else:
             raise ConfigError(f"unknown backend {backend!r}: expected 'local' or 'tinker'")
         self.backend: Backend = backend

@@ -49,7 +49,7 @@ def check_name(name: str) -> None:
 def parse(path: str) -> CheckpointPath:
     if not path.startswith(SCHEME):
         raise CheckpointError(f"not a thinker:// path: {path!r}")
-    parts = path[len(SCHEME):].split("/")
+    parts = path[len(SCHEME) :].split("/")
     if len(parts) != 3 or parts[1] not in ("weights", "sampler_weights"):
         raise CheckpointError(
             f"malformed checkpoint path {path!r}: expected "

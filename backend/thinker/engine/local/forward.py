@@ -23,11 +23,12 @@ def target_logprobs(
         input_ids_BT[b, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
         target_ids_BT[b, : len(tokens)] = target
         mask_BT[b, : len(tokens)] = 1
-    input_ids_BT, target_ids_BT, mask_BT = (
-        t.to(device) for t in (input_ids_BT, target_ids_BT, mask_BT)
-    )
-    logits_BTV = model(input_ids=input_ids_BT, attention_mask=mask_BT).logits
+    # Without padding, no mask: attention then takes SDPA's causal fast path.
+    attention_mask = None if min(lengths) == width else mask_BT.to(device)
+    input_ids_BT, target_ids_BT = input_ids_BT.to(device), target_ids_BT.to(device)
+    logits_BTV = model(input_ids=input_ids_BT, attention_mask=attention_mask).logits
+    batch, _, vocab = logits_BTV.shape
     logprobs_BT = -F.cross_entropy(
-        logits_BTV.float().transpose(1, 2), target_ids_BT, reduction="none"
-    )
+        logits_BTV.reshape(-1, vocab).float(), target_ids_BT.reshape(-1), reduction="none"
+    ).view(batch, width)
     return [logprobs_BT[b, :n] for b, n in enumerate(lengths)]

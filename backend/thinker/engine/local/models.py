@@ -34,10 +34,31 @@ BUILTIN_PREFIX = "thinker/"
 BUILTIN_SEED = 0
 LORA_ALPHA = 32  # fixed, so the adapter scale is alpha / rank (1.0 at the default rank 32)
 
-ATTN_MODULES = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "query_key_value", "c_attn",
-                "Wqkv", "out_proj"}
-MLP_MODULES = {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "fc1", "fc2", "c_fc",
-               "dense_h_to_4h", "dense_4h_to_h", "w1", "w2", "w3"}
+ATTN_MODULES = {
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "qkv_proj",
+    "query_key_value",
+    "c_attn",
+    "Wqkv",
+    "out_proj",
+}
+MLP_MODULES = {
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "gate_up_proj",
+    "fc1",
+    "fc2",
+    "c_fc",
+    "dense_h_to_4h",
+    "dense_4h_to_h",
+    "w1",
+    "w2",
+    "w3",
+}
 
 
 def _tiny_config() -> PretrainedConfig:
@@ -58,19 +79,38 @@ def _tiny_config() -> PretrainedConfig:
 
 def _qwen3_06b_config() -> PretrainedConfig:
     return Qwen3Config(
-        vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-        num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
-        rms_norm_eps=1e-6, rope_theta=1_000_000, tie_word_embeddings=True,
-        eos_token_id=151645, pad_token_id=151643, bos_token_id=None,
+        vocab_size=151936,
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        max_position_embeddings=40960,
+        rms_norm_eps=1e-6,
+        rope_theta=1_000_000,
+        tie_word_embeddings=True,
+        eos_token_id=151645,
+        pad_token_id=151643,
+        bos_token_id=None,
     )
 
 
 def _llama31_8b_config() -> PretrainedConfig:
     return LlamaConfig(
-        vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072,
-        rms_norm_eps=1e-5, rope_theta=500_000, tie_word_embeddings=False,
-        eos_token_id=128009, pad_token_id=128004, bos_token_id=128000,
+        vocab_size=128256,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        max_position_embeddings=131072,
+        rms_norm_eps=1e-5,
+        rope_theta=500_000,
+        tie_word_embeddings=False,
+        eos_token_id=128009,
+        pad_token_id=128004,
+        bos_token_id=128000,
     )
 
 
@@ -146,7 +186,7 @@ def _build_builtin(name: str, placement: Placement) -> PreTrainedModel:
 
 
 def _random_model(config: PretrainedConfig, placement: Placement) -> PreTrainedModel:
-    devices = [placement.device] if placement.device.type == "cuda" else []
+    devices = [torch.cuda.current_device()] if placement.device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices), torch.device(placement.device):
         torch.manual_seed(BUILTIN_SEED)
         model = AutoModelForCausalLM.from_config(config, dtype=placement.dtype)
@@ -159,7 +199,9 @@ def _from_pretrained(name: str, placement: Placement) -> PreTrainedModel:
         from transformers import BitsAndBytesConfig
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
             bnb_4bit_compute_dtype=torch.bfloat16,
         )
         kwargs["device_map"] = {"": placement.device}
@@ -185,7 +227,9 @@ def lora_target_modules(
         head = model.get_output_embeddings()
         wanted |= {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if m is head}
     if not wanted:
-        raise ConfigError("no LoRA target: set at least one of train_attn, train_mlp, train_unembed")
+        raise ConfigError(
+            "no LoRA target: set at least one of train_attn, train_mlp, train_unembed"
+        )
     return sorted(wanted)
 
 
@@ -193,8 +237,14 @@ def attach_lora(
     model: PreTrainedModel, rank: int, seed: int | None, targets: list[str]
 ) -> PeftModel:
     """Wrap `model` with a fresh LoRA adapter (B = 0, so it starts equal to the base model)."""
-    config = LoraConfig(r=rank, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=targets,
-                        bias="none", task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=LORA_ALPHA,
+        lora_dropout=0.0,
+        target_modules=targets,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(BUILTIN_SEED if seed is None else seed)

@@ -81,8 +81,9 @@ class LocalSamplingClient:
     def _compute_logprobs(self, tokens: list[int]) -> list[float | None]:
         if len(tokens) < 2:
             return [None] * len(tokens)
-        (lp,) = target_logprobs(self._model, [tokens[:-1]], [torch.tensor(tokens[1:])],
-                                self._device)
+        (lp,) = target_logprobs(
+            self._model, [tokens[:-1]], [torch.tensor(tokens[1:])], self._device
+        )
         return [None, *lp.float().cpu().tolist()]
 
     @torch.inference_mode()
@@ -115,14 +116,17 @@ class LocalSamplingClient:
                 finished[i], stop_reasons[i], lengths[i] = True, "stop", t + 1
             if all(finished) or t == max_tokens - 1:
                 break
-            out = self._model(input_ids=token_N[:, None], use_cache=True, **{self._cache_arg: cache})
+            out = self._model(
+                input_ids=token_N[:, None], use_cache=True, **{self._cache_arg: cache}
+            )
             cache = _cache_of(out)
             logits_NV = out.logits[:, -1].float()
 
         tokens_np, logprobs_np = tokens_NT.cpu().numpy(), logprobs_NT.cpu().numpy()
         sequences = [
             types.SampledSequence(
-                stop_reason=stop_reasons[i], sequence_id=uuid.uuid4().hex,
+                stop_reason=stop_reasons[i],
+                sequence_id=uuid.uuid4().hex,
                 tokens_np=tokens_np[i, : lengths[i]].astype(np.int32),
                 logprobs_np=logprobs_np[i, : lengths[i]].astype(np.float32),
             )
@@ -193,13 +197,16 @@ def _newly_stopped(
         if finished[i]:
             continue
         if token in stops.token_ids or (
-            stops.strings and _ends_with_stop_string(tokens_NT[i].tolist(), stops.strings, tokenizer)
+            stops.strings
+            and _ends_with_stop_string(tokens_NT[i].tolist(), stops.strings, tokenizer)
         ):
             stopped.append(i)
     return stopped
 
 
-def _ends_with_stop_string(tokens: list[int], strings: list[str], tokenizer: PreTrainedTokenizerBase) -> bool:
+def _ends_with_stop_string(
+    tokens: list[int], strings: list[str], tokenizer: PreTrainedTokenizerBase
+) -> bool:
     """Whether the newest token completes a stop string (only a short tail is decoded)."""
     window = max(len(s) for s in strings) + 2
     tail = tokenizer.decode(tokens[-window:], skip_special_tokens=False)

@@ -74,19 +74,32 @@ class LocalServiceClient:
         model = attach_lora(base, spec.rank, spec.seed, targets)
         run_id = f"{_slug(spec.base_model)}-{uuid.uuid4().hex[:8]}"
         return LocalTrainingClient(
-            run_id, spec, model, load_tokenizer(spec.base_model), self.placement,
-            self.storage_dir, lambda path: self._sampling_client(path, None),
+            run_id,
+            spec,
+            model,
+            load_tokenizer(spec.base_model),
+            self.placement,
+            self.storage_dir,
+            lambda path: self._sampling_client(path, None),
         )
 
     def _from_state(self, path: str, with_optimizer: bool) -> LocalTrainingClient:
         meta = checkpoints.read_meta(checkpoints.resolve(path, self.storage_dir))
-        spec = LoraSpec(meta["base_model"], meta["rank"], meta["seed"], meta["train_mlp"],
-                        meta["train_attn"], meta["train_unembed"])
+        spec = LoraSpec(
+            meta["base_model"],
+            meta["rank"],
+            meta["seed"],
+            meta["train_mlp"],
+            meta["train_attn"],
+            meta["train_unembed"],
+        )
         client = self._training_client(spec)
         client.load_state(path, with_optimizer=with_optimizer).result()
         return client
 
-    def _sampling_client(self, model_path: str | None, base_model: str | None) -> LocalSamplingClient:
+    def _sampling_client(
+        self, model_path: str | None, base_model: str | None
+    ) -> LocalSamplingClient:
         if model_path is not None:
             directory = checkpoints.resolve(model_path, self.storage_dir)
             base_model = checkpoints.read_meta(directory)["base_model"]
@@ -94,8 +107,9 @@ class LocalServiceClient:
         model = load_base_model(base_model, self.placement)
         if model_path is not None:
             model = _merged(model, directory)
-        return LocalSamplingClient(model, load_tokenizer(base_model), base_model, model_path,
-                                   self.placement.device)
+        return LocalSamplingClient(
+            model, load_tokenizer(base_model), base_model, model_path, self.placement.device
+        )
 
 
 def _merged(model, directory: Path):  # type: ignore[no-untyped-def]

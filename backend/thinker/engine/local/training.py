@@ -70,13 +70,19 @@ class LocalTrainingClient:
 
     # ---- the Tinker TrainingClient interface -------------------------------------------
     def forward(
-        self, data: list[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, float] | None = None
+        self,
+        data: list[types.Datum],
+        loss_fn: str,
+        loss_fn_config: Mapping[str, float] | None = None,
     ) -> EngineFuture[types.ForwardBackwardOutput]:
         """Loss and per-datum logprobs without touching gradients."""
         return self._executor.submit(self._run_loss, data, loss_fn, loss_fn_config, False)
 
     def forward_backward(
-        self, data: list[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, float] | None = None
+        self,
+        data: list[types.Datum],
+        loss_fn: str,
+        loss_fn_config: Mapping[str, float] | None = None,
     ) -> EngineFuture[types.ForwardBackwardOutput]:
         """Loss, per-datum logprobs, and the loss's gradient added to the adapter's."""
         return self._executor.submit(self._run_loss, data, loss_fn, loss_fn_config, True)
@@ -93,7 +99,9 @@ class LocalTrainingClient:
         """One AdamW step with these hyperparameters, then the gradients are cleared."""
         return self._executor.submit(self._run_optim_step, adam_params or types.AdamParams())
 
-    def save_state(self, name: str, overwrite: bool = False) -> EngineFuture[types.SaveWeightsResponse]:
+    def save_state(
+        self, name: str, overwrite: bool = False
+    ) -> EngineFuture[types.SaveWeightsResponse]:
         """Adapter, optimizer state and step, as `thinker://<run>/weights/<name>`."""
         checkpoints.check_name(name)
         return self._executor.submit(self._save, name, "weights", overwrite)
@@ -120,15 +128,23 @@ class LocalTrainingClient:
         return self._tokenizer
 
     def get_info(self) -> types.GetInfoResponse:
-        arch = (self._model.config.architectures or [type(self._model.base_model.model).__name__])[0]
-        data = types.ModelData(arch=arch, model_name=self.spec.base_model,
-                               tokenizer_id=self.spec.base_model)
-        return types.GetInfoResponse(model_data=data, model_id=self.run_id, is_lora=True,
-                                     lora_rank=self.spec.rank, model_name=self.spec.base_model)
+        arch = (self._model.config.architectures or [type(self._model.base_model.model).__name__])[
+            0
+        ]
+        data = types.ModelData(
+            arch=arch, model_name=self.spec.base_model, tokenizer_id=self.spec.base_model
+        )
+        return types.GetInfoResponse(
+            model_data=data,
+            model_id=self.run_id,
+            is_lora=True,
+            lora_rank=self.spec.rank,
+            model_name=self.spec.base_model,
+        )
 
     @property
     def step(self) -> int:
-        """Optimizer steps taken so far (restored by create_training_client_from_state_with_optimizer)."""
+        """Optimizer steps taken so far (restored along with the optimizer state)."""
         return self._step
 
     # ---- work, on the worker thread ----------------------------------------------------
@@ -139,12 +155,18 @@ class LocalTrainingClient:
         targets = [_input(d, "target_tokens", i).to(torch.long) for i, d in enumerate(data)]
         for i, (x, t) in enumerate(zip(inputs, targets, strict=True)):
             if len(x) != t.shape[0]:
-                raise ConfigError(f"datum {i}: target_tokens has length {t.shape[0]} but "
-                                  f"model_input has {len(x)}; they must be equal")
+                raise ConfigError(
+                    f"datum {i}: target_tokens has length {t.shape[0]} but "
+                    f"model_input has {len(x)}; they must be equal"
+                )
         return target_logprobs(self._model, inputs, targets, self._placement.device)
 
     def _run_loss(
-        self, data: list[types.Datum], loss_fn: str, config: Mapping[str, float] | None, backward: bool
+        self,
+        data: list[types.Datum],
+        loss_fn: str,
+        config: Mapping[str, float] | None,
+        backward: bool,
     ) -> types.ForwardBackwardOutput:
         fn = get_loss_fn(loss_fn, config)
         config = dict(config or {})
@@ -160,7 +182,9 @@ class LocalTrainingClient:
                 total.backward()
         return _output(logprobs, {"loss:sum": float(total.detach())})
 
-    def _run_custom(self, data: list[types.Datum], loss_fn: CustomLossFn) -> types.ForwardBackwardOutput:
+    def _run_custom(
+        self, data: list[types.Datum], loss_fn: CustomLossFn
+    ) -> types.ForwardBackwardOutput:
         # As on Tinker: the user's function sees detached fp32 CPU logprobs; its gradient with
         # respect to them is then pushed back through the model's graph in one backward pass.
         self._model.train(True)
@@ -169,13 +193,19 @@ class LocalTrainingClient:
         loss, metrics = loss_fn(data, leaves)
         loss.backward()
         grads = [leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for leaf in leaves]
-        torch.autograd.backward(logprobs, [g.to(lp.device, lp.dtype) for g, lp in zip(grads, logprobs, strict=True)])
+        torch.autograd.backward(
+            logprobs, [g.to(lp.device, lp.dtype) for g, lp in zip(grads, logprobs, strict=True)]
+        )
         return _output(logprobs, {**metrics, "loss:sum": float(loss.detach().sum())})
 
     def _run_optim_step(self, params: types.AdamParams) -> types.OptimStepResponse:
         for group in self._optimizer.param_groups:
-            group.update(lr=params.learning_rate, betas=(params.beta1, params.beta2),
-                         eps=params.eps, weight_decay=params.weight_decay)
+            group.update(
+                lr=params.learning_rate,
+                betas=(params.beta1, params.beta2),
+                eps=params.eps,
+                weight_decay=params.weight_decay,
+            )
         max_norm = params.grad_clip_norm if params.grad_clip_norm > 0 else float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
         self._optimizer.step()
@@ -187,8 +217,13 @@ class LocalTrainingClient:
 
     def _save(self, name: str, kind: checkpoints.CheckpointKind, overwrite: bool) -> Any:
         path = CheckpointPath(self.run_id, kind, name)
-        meta = {"kind": kind, "step": self._step, "run_id": self.run_id, "created": time.time(),
-                **asdict(self.spec)}
+        meta = {
+            "kind": kind,
+            "step": self._step,
+            "run_id": self.run_id,
+            "created": time.time(),
+            **asdict(self.spec),
+        }
 
         def write(tmp: Path) -> None:
             self._model.save_pretrained(tmp, save_embedding_layers=False)
@@ -206,27 +241,33 @@ class LocalTrainingClient:
         state = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
         result = set_peft_model_state_dict(self._model, state)
         if getattr(result, "unexpected_keys", None):
-            raise ConfigError(f"checkpoint {path} does not fit this adapter: "
-                              f"unexpected keys {result.unexpected_keys[:3]}")
+            raise ConfigError(
+                f"checkpoint {path} does not fit this adapter: "
+                f"unexpected keys {result.unexpected_keys[:3]}"
+            )
         if with_optimizer:
             if meta["kind"] != "weights":
                 raise ConfigError(f"{path} is a sampler checkpoint: it has no optimizer state")
-            optim_state = torch.load(directory / OPTIMIZER_FILE, map_location=self._placement.device)
+            optim_state = torch.load(
+                directory / OPTIMIZER_FILE, map_location=self._placement.device
+            )
             self._optimizer.load_state_dict(optim_state)
             self._step = int(meta["step"])
 
 
 def _input(datum: types.Datum, key: str, index: int) -> Tensor:
     if key not in datum.loss_fn_inputs:
-        raise ConfigError(f"datum {index}: loss_fn_inputs lacks {key!r} "
-                          f"(has {sorted(datum.loss_fn_inputs)})")
+        raise ConfigError(
+            f"datum {index}: loss_fn_inputs lacks {key!r} (has {sorted(datum.loss_fn_inputs)})"
+        )
     return datum.loss_fn_inputs[key].to_torch()
 
 
 def _output(logprobs: list[Tensor], metrics: dict[str, float]) -> types.ForwardBackwardOutput:
-    outputs = [{"logprobs": types.TensorData.from_numpy(lp.detach().float().cpu().numpy())}
-               for lp in logprobs]
+    outputs = [
+        {"logprobs": types.TensorData.from_numpy(lp.detach().float().cpu().numpy())}
+        for lp in logprobs
+    ]
     return types.ForwardBackwardOutput(
         loss_fn_output_type="TorchLossReturn", loss_fn_outputs=outputs, metrics=metrics
     )
-
