@@ -1,0 +1,37 @@
+"""The SL loop's learning-rate schedule and batching, on hand-computed values."""
+
+import math
+
+import pytest
+
+from thinker.algorithms.sl import _batch, lr_multiplier
+
+
+def test_linear_schedule_decays_to_zero_at_the_end() -> None:
+    """10 steps: 1.0, 0.9, ..., 0.1 (the factor of the last step is 1/10, never 0)."""
+    assert [lr_multiplier(s, 10, "linear") for s in range(10)] == pytest.approx(
+        [1.0 - s / 10 for s in range(10)]
+    )
+
+
+def test_cosine_schedule_after_warmup() -> None:
+    """warmup 2: 0.5, 1.0; then 0.5 (1 + cos(pi * (s - 2) / 8))."""
+    got = [lr_multiplier(s, 10, "cosine", warmup_steps=2) for s in range(10)]
+    want = [0.5, 1.0] + [0.5 * (1 + math.cos(math.pi * (s - 2) / 8)) for s in range(2, 10)]
+    assert got == pytest.approx(want)
+    assert got[2] == 1.0 and got[6] == pytest.approx(0.5)
+
+
+def test_constant_schedule_and_unknown_name() -> None:
+    assert lr_multiplier(7, 10, "constant") == 1.0
+    with pytest.raises(ValueError, match="unknown lr_schedule"):
+        lr_multiplier(0, 10, "exponential")
+
+
+def test_batches_cover_each_epoch_once_and_repeat_for_the_same_step() -> None:
+    data = list(range(10))
+    epoch0 = [_batch(data, s, 3, 3, seed=0) for s in range(3)]  # type: ignore[arg-type]
+    assert sorted(x for b in epoch0 for x in b) == sorted(set(x for b in epoch0 for x in b))
+    assert all(len(b) == 3 for b in epoch0)
+    assert _batch(data, 4, 3, 3, seed=0) == _batch(data, 4, 3, 3, seed=0)  # type: ignore[arg-type]
+    assert _batch(data, 3, 3, 3, seed=0) != epoch0[0]  # a new shuffle each epoch
