@@ -10,6 +10,7 @@ import pytest
 import torch
 from peft import PeftModel
 from tinker import types
+from transformers import ByT5Tokenizer
 
 import thinker
 from thinker.engine.local.models import Placement, load_base_model
@@ -242,3 +243,24 @@ def test_unknown_models_fail_clearly(service) -> None:  # type: ignore[no-untype
         service.create_lora_training_client("thinker/huge")
     with pytest.raises(BackendError, match="cannot load base model '/nonexistent/model'"):
         service.create_lora_training_client("/nonexistent/model")
+
+
+def test_a_local_model_directory_loads_like_a_hub_model(service, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """transformers' from_pretrained path: a saved model + tokenizer directory, no hub."""
+    model_dir = tmp_path / "my-model"
+    load_base_model("thinker/tiny", Placement(torch.device("cpu"), torch.float32)).save_pretrained(
+        model_dir
+    )
+    ByT5Tokenizer().save_pretrained(model_dir)
+    from_dir = service.create_lora_training_client(str(model_dir), rank=4, seed=0).result()
+    builtin = service.create_lora_training_client("thinker/tiny", rank=4, seed=0).result()
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints([5, 6, 7, 8]),
+        loss_fn_inputs={"target_tokens": [6, 7, 8, 9], "weights": [1.0] * 4},
+    )
+    losses = [
+        c.forward([datum], "cross_entropy").result().metrics["loss:sum"]
+        for c in (from_dir, builtin)
+    ]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6)
+    assert from_dir.get_info().model_data.model_name == str(model_dir)

@@ -7,8 +7,8 @@ import re
 import uuid
 from pathlib import Path
 
-from peft import PeftModel, set_peft_model_state_dict
-from safetensors.torch import load_file
+from peft import PeftModel
+from transformers import PreTrainedModel
 
 from thinker.engine.futures import EngineFuture
 from thinker.engine.local import checkpoints
@@ -21,7 +21,7 @@ from thinker.engine.local.models import (
     lora_target_modules,
 )
 from thinker.engine.local.sampling import LocalSamplingClient
-from thinker.engine.local.training import ADAPTER_FILE, LocalTrainingClient, LoraSpec
+from thinker.engine.local.training import LocalTrainingClient, LoraSpec
 from thinker.errors import ConfigError
 
 
@@ -112,10 +112,9 @@ class LocalServiceClient:
         )
 
 
-def _merged(model, directory: Path):  # type: ignore[no-untyped-def]
+def _merged(model: PreTrainedModel, directory: Path) -> PreTrainedModel | PeftModel:
     """The base model with the adapter in `directory` folded into its weights (faster decode)."""
     peft_model = PeftModel.from_pretrained(model, directory, is_trainable=False)
-    set_peft_model_state_dict(peft_model, load_file(directory / ADAPTER_FILE))
     if getattr(model, "is_loaded_in_4bit", False):
         return peft_model  # 4-bit weights cannot absorb an adapter; keep it separate
     return peft_model.merge_and_unload()
