@@ -135,7 +135,7 @@ def test_custom_loss_gradient_matches_autograd(client) -> None:  # type: ignore[
 
     def custom(batch: list[types.Datum], logprobs: list[Tensor]) -> tuple[Tensor, dict[str, float]]:
         loss = sum((lp**2).mean() for lp in logprobs)
-        return loss, {"custom:value": float(loss)}
+        return loss, {"custom:value": float(loss.detach())}
 
     out = client.forward_backward_custom(data, custom).result()
     ref_loss, _ = _reference(reference, data, lambda lp, x: (lp**2).mean())
