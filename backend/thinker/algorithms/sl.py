@@ -82,6 +82,8 @@ async def main(
     pending: tuple[int, list[types.Datum], Any, Any, float] | None = None
     metrics: dict[str, float] = {}
     result = SLResult(steps=start_step)
+    if resume is not None:  # a finished run started again returns its last checkpoint
+        result = SLResult(start_step, {}, resume["state_path"], resume["sampler_path"])
     for step in range(start_step, total_steps):
         batch = _batch(train_data, step, steps_per_epoch, config.batch_size, config.seed)
         lr = config.learning_rate * lr_multiplier(
