@@ -19,6 +19,8 @@ Exit codes:
     3  validation failed: the test suite or the dataset check
     4  training failed
     5  evaluation failed, or there is no checkpoint to evaluate
+    130  interrupted (Ctrl-C or SIGTERM); the run is marked "interrupted" and `train` with
+       the same --run-name resumes it from its last checkpoint
 
 Errors go to stderr as `[thinker] error: ...`, without tracebacks unless THINKER_DEBUG=1.
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import traceback
 from datetime import UTC, datetime
@@ -55,6 +58,7 @@ exit codes:
   3  validation failed (test suite or dataset check)
   4  training failed
   5  evaluation failed, or no checkpoint to evaluate
+  130  interrupted (Ctrl-C or SIGTERM); `train --run-name NAME` resumes it
 """
 
 
@@ -79,6 +83,7 @@ class _Exit(Exception):
 def main(argv: list[str] | None = None) -> int:
     """Run the command line `argv` (default: sys.argv[1:]) and return the exit code."""
     parser = build_parser()
+    signal.signal(signal.SIGTERM, _interrupt)  # a killed run is recorded as interrupted
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
@@ -96,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", required=True, type=Path, help="the pipeline YAML file")
@@ -107,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     gated.add_argument(
         "--skip-validation",
         action="store_true",
-        help="debug only: go on without running (or despite) the validate stage",
+        help="debug only: skip the validate stage (tests and dataset check)",
     )
     parser = argparse.ArgumentParser(
         prog="thinker",
@@ -170,7 +179,7 @@ def _run(args: argparse.Namespace) -> int:
         meta.finish(e.code)
         raise
     except KeyboardInterrupt:
-        meta.finish(EXIT_INTERRUPTED)
+        meta.finish(EXIT_INTERRUPTED, status="interrupted")
         raise
     meta.finish(EXIT_OK)
     return EXIT_OK

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -340,3 +343,38 @@ def test_run_trains_evaluates_and_records_everything(
     assert meta["stages"]["train"]["status"] == "passed"  # kept from the first command
     assert meta["stages"]["eval"]["checkpoint"] == checkpoints[-1]["sampler_path"]
     assert meta["stages"]["eval"]["metrics"]["eval_nll"] == pytest.approx(metrics["eval_nll"])
+
+
+def test_sigterm_marks_the_run_interrupted_and_train_resumes_it(tmp_path: Path) -> None:
+    """A real `python -m thinker train` killed mid-run: exit 130, then the same run resumes."""
+    config = write_config(
+        tmp_path, training={"max_steps": 400, "save_every": 5, "eval_every": 0, "batch_size": 4}
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "thinker", "train", "--config", str(config), "--run-name", "r1"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    checkpoints = tmp_path / "runs" / "r1" / "checkpoints.jsonl"
+    deadline = time.monotonic() + 60
+    while not checkpoints.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert checkpoints.exists(), proc.communicate()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "[thinker] error: interrupted" in err.decode()
+    meta = json.loads((tmp_path / "runs" / "r1" / "metadata.json").read_text())
+    assert meta["status"] == "interrupted" and meta["exit_code"] == 130
+    assert meta["stages"]["train"]["status"] == "interrupted"
+
+    saved = [json.loads(line)["step"] for line in checkpoints.read_text().splitlines()]
+    resumed = subprocess.run(
+        [*argv[:-2], "--run-name", "r1", "--skip-validation"],
+        env={**env, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f'resumed: {{"step": {saved[-1]}' in resumed.stdout
+    final = [json.loads(line)["step"] for line in checkpoints.read_text().splitlines()]
+    assert final[: len(saved)] == saved and final[-1] == 400

@@ -184,7 +184,7 @@ def test_missing_key_fails_at_construction_with_how_to() -> None:
         message = str(caught.value)
         assert "export TINKER_API_KEY=" in message
         assert "api_key=" in message
-        assert "server settings" in message
+        assert "thinker.ServiceClient" in message
 
 
 def test_construction_sends_nothing_and_reads_env(

@@ -31,6 +31,10 @@ from thinker.runs import CHECKPOINTS_FILE, MetricsLogger, RunLogger, append_json
 __all__ = ["SLConfig", "SLResult", "lr_multiplier", "main"]
 
 
+# (step, batch, forward_backward future, optim_step future, learning rate, submit time)
+_Pending = tuple[int, list[types.Datum], Any, Any, float, float]
+
+
 @dataclass
 class SLResult:
     steps: int
@@ -60,7 +64,7 @@ async def main(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
     logger = logger or RunLogger(run_dir, echo=True)
-    service = service or ServiceClient(config.backend, storage_dir=run_dir)
+    service = service or _service(config, run_dir)
 
     # Set up: the client (fresh, or resumed from the last checkpoint) and the rendered data.
     resume = (read_jsonl(run_dir / CHECKPOINTS_FILE) or [None])[-1]
@@ -79,7 +83,7 @@ async def main(
     start_step = resume["step"] if resume is not None else 0
 
     # Loop: submit step s, then wait for step s-1 (one step in flight).
-    pending: tuple[int, list[types.Datum], Any, Any, float] | None = None
+    pending: _Pending | None = None
     metrics: dict[str, float] = {}
     result = SLResult(steps=start_step)
     if resume is not None:  # a finished run started again returns its last checkpoint
@@ -93,7 +97,7 @@ async def main(
         opt = client.optim_step(_adam(config, lr))
         if pending is not None:
             metrics = await _finish_step(pending, logger)
-        pending = (step, batch, fb, opt, time.monotonic())
+        pending = (step, batch, fb, opt, lr, time.monotonic())
         done = step + 1
         if done == total_steps or (config.eval_every and done % config.eval_every == 0):
             metrics = await _finish_step(
@@ -110,6 +114,12 @@ async def main(
     result.steps = total_steps
     result.final_metrics = metrics
     return result
+
+
+def _service(config: SLConfig, run_dir: Path) -> ServiceClient:
+    if config.backend == "tinker":
+        return ServiceClient("tinker")
+    return ServiceClient("local", storage_dir=run_dir, quantization=config.quantization)
 
 
 def _datasets(config: SLConfig, tokenizer: Any) -> tuple[list[types.Datum], list[types.Datum]]:
@@ -155,18 +165,16 @@ def _trained_tokens(batch: list[types.Datum]) -> float:
 
 
 async def _finish_step(
-    pending: tuple[int, list[types.Datum], Any, Any, float],
+    pending: _Pending,
     logger: MetricsLogger,
     eval_nll: float | None = None,
 ) -> dict[str, float]:
-    step, batch, fb, opt, started = pending
+    step, batch, fb, opt, lr, started = pending
     fb_out, opt_out = await fb, await opt
     n_tokens = _trained_tokens(batch)
     metrics = {
         "train_mean_nll": fb_out.metrics["loss:sum"] / max(n_tokens, 1.0),
-        "learning_rate": opt_out.metrics.get("learning_rate", float("nan"))
-        if opt_out.metrics
-        else float("nan"),
+        "learning_rate": lr,
         "num_tokens": n_tokens,
         "num_sequences": float(len(batch)),
         "step_time_s": time.monotonic() - started,

@@ -17,6 +17,7 @@ class SLConfig(BaseModel):
 
     base_model: str = "thinker/tiny"  # hub id, local directory, or a built-in thinker/... model
     backend: Literal["local", "tinker"] = "local"
+    quantization: Literal["4bit"] | None = None  # local + CUDA only: QLoRA through bitsandbytes
     dataset: Path  # JSONL: {"messages": [...]} or {"prompt": ..., "completion": ...} per line
     eval_dataset: Path | None = None  # None = hold out `eval_fraction` of `dataset`
     eval_fraction: float = Field(0.1, ge=0.0, lt=1.0)
@@ -34,7 +35,8 @@ class SLConfig(BaseModel):
     beta2: float = 0.95
     eps: float = 1e-8
     weight_decay: float = 0.0
-    grad_clip_norm: float = 0.0  # 0 = no clipping
+    grad_clip_norm: float = 1.0  # global-norm clipping; 0 = none. The loss is a token sum,
+    # so unclipped norms run in the hundreds: the shipped examples only learn with clipping.
     eval_every: int = Field(10, ge=0)  # steps between held-out NLL evaluations; 0 = only at the end
     save_every: int = Field(20, ge=0)  # steps between checkpoints; 0 = only at the end
     seed: int = 0

@@ -45,7 +45,7 @@ TIMEOUT_ENV = "THINKER_TINKER_TIMEOUT_S"
 HEALTH_PATH = "/api/v1/healthz"
 MISSING_KEY_MESSAGE = (
     "No Tinker API key. Set one with `export TINKER_API_KEY=tml-...`, or pass api_key=... to "
-    'thinker.ServiceClient(backend="tinker"), or store it in the Thinker server settings.'
+    'thinker.ServiceClient(backend="tinker").'
 )
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # kept out of the import so that `scrub` costs nothing to imp
 METADATA_FILE = "metadata.json"
 PACKAGES = ("thinker", "torch", "transformers", "peft", "tinker")
 StageName = Literal["validate", "train", "eval"]
-StageStatus = Literal["running", "passed", "failed", "skipped"]
+StageStatus = Literal["running", "passed", "failed", "skipped", "interrupted"]
 
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 _MIN_SECRET_LEN = 6  # shorter values ("1", "true") would scrub ordinary text
@@ -215,9 +215,13 @@ class RunMetadata:
             record["error"] = error
         self.write()
 
-    def finish(self, exit_code: int) -> None:
+    def finish(self, exit_code: int, status: str | None = None) -> None:
+        """Close the run; a stage still open (an interrupt mid-stage) is closed with `status`."""
+        status = status or ("succeeded" if exit_code == 0 else "failed")
+        for stage in list(self._started):
+            self.finish_stage(stage, "interrupted" if status == "interrupted" else "failed")
         self.data.update(
-            status="succeeded" if exit_code == 0 else "failed",
+            status=status,
             exit_code=exit_code,
             finished_at=utc_now(),
         )
