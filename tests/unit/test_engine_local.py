@@ -264,3 +264,36 @@ def test_a_local_model_directory_loads_like_a_hub_model(service, tmp_path: Path)
     ]
     assert losses[0] == pytest.approx(losses[1], rel=1e-6)
     assert from_dir.get_info().model_data.model_name == str(model_dir)
+
+
+def test_samplers_share_the_training_model_and_stay_frozen_snapshots(service) -> None:  # type: ignore[no-untyped-def]
+    """No second model copy: a snapshot sampler swaps its adapter in and back out, exactly."""
+    tc, datum = _trained(service, steps=2)
+    tokens = datum.model_input.to_ints()
+    prompt = types.ModelInput.from_ints(tokens)
+    snapshot = tc.save_weights_and_get_sampling_client("snap").result()
+    base = service.create_sampling_client(base_model="thinker/tiny").result()
+    from_path = service.create_sampling_client(model_path=snapshot.model_path).result()
+    assert (
+        snapshot._model is tc._model and base._model is tc._model and from_path._model is tc._model
+    )
+    before = snapshot.compute_logprobs(prompt).result()
+    for _ in range(2):  # train on; the snapshot must not move
+        tc.forward_backward([datum], "cross_entropy")
+        tc.optim_step(types.AdamParams(learning_rate=1e-2))
+    assert snapshot.compute_logprobs(prompt).result() == before
+    assert from_path.compute_logprobs(prompt).result() == before
+    # the base sampler equals a separately loaded base model
+    fresh = thinker.ServiceClient(storage_dir=service._impl.storage_dir, device="cpu")
+    alone = fresh.create_sampling_client(base_model="thinker/tiny").result()
+    assert alone._model is not tc._model
+    assert base.compute_logprobs(prompt).result() == pytest.approx(
+        alone.compute_logprobs(prompt).result(), abs=1e-6
+    )
+    # and sampling in between left the live weights exactly as training made them
+    live = tc.forward([datum], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist()
+    twin, _ = _trained(fresh, steps=4)
+    assert (
+        twin.forward([datum], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist()
+        == live
+    )

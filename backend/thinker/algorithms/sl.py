@@ -12,114 +12,74 @@ weights bit for bit as a run that was never interrupted.
 
 from __future__ import annotations
 
-import math
 import random
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
 from tinker import types
 
+from thinker.algorithms.common import (
+    RunResult,
+    adam_params,
+    is_due,
+    lr_multiplier,
+    prepare_run,
+    save_checkpoint,
+    start_or_resume,
+    weighted_sum,
+)
 from thinker.algorithms.sl_config import SLConfig
 from thinker.data import load_conversations, split_train_eval
 from thinker.engine import EngineFuture, ServiceClient
 from thinker.renderers import datum_from_tokens_weights, default_renderer_name, get_renderer
-from thinker.runs import CHECKPOINTS_FILE, MetricsLogger, RunLogger, append_jsonl, read_jsonl
+from thinker.runs import MetricsLogger
 
 __all__ = ["SLConfig", "SLResult", "lr_multiplier", "main"]
 
-
+SLResult = RunResult
 # (step, batch, forward_backward future, optim_step future, learning rate, submit time)
 _Pending = tuple[int, list[types.Datum], Any, Any, float, float]
-
-
-@dataclass
-class SLResult:
-    steps: int
-    final_metrics: dict[str, float] = field(default_factory=dict)
-    state_path: str | None = None
-    sampler_path: str | None = None
-
-
-def lr_multiplier(step: int, total_steps: int, schedule: str, warmup_steps: int = 0) -> float:
-    """Factor on the base learning rate at `step` (0-based): linear warmup, then the schedule."""
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    if schedule == "constant":
-        return 1.0
-    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-    if schedule == "linear":
-        return 1.0 - progress
-    if schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
-    raise ValueError(f"unknown lr_schedule {schedule!r}")
 
 
 async def main(
     config: SLConfig, service: ServiceClient | None = None, logger: MetricsLogger | None = None
 ) -> SLResult:
-    run_dir = Path(config.log_path)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
-    logger = logger or RunLogger(run_dir, echo=True)
-    service = service or _service(config, run_dir)
+    run_dir, service, logger = prepare_run(config, service, logger)
 
-    # Set up: the client (fresh, or resumed from the last checkpoint) and the rendered data.
-    resume = (read_jsonl(run_dir / CHECKPOINTS_FILE) or [None])[-1]
-    if resume is not None:
-        client = await service.create_training_client_from_state_with_optimizer(
-            resume["state_path"]
-        )
-        logger.log_event("resumed", {"step": resume["step"], "state_path": resume["state_path"]})
-    else:
-        client = await service.create_lora_training_client(
-            config.base_model, rank=config.lora_rank, seed=config.seed
-        )
+    # Set up: the client (fresh, from `init_from`, or resumed) and the rendered data.
+    start = await start_or_resume(config, service, run_dir, logger)
+    client = start.client
     train_data, eval_data = _datasets(config, client.get_tokenizer())
     steps_per_epoch = max(1, len(train_data) // config.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
-    start_step = resume["step"] if resume is not None else 0
 
     # Loop: submit step s, then wait for step s-1 (one step in flight).
     pending: _Pending | None = None
     metrics: dict[str, float] = {}
-    result = SLResult(steps=start_step)
-    if resume is not None:  # a finished run started again returns its last checkpoint
-        result = SLResult(start_step, {}, resume["state_path"], resume["sampler_path"])
-    for step in range(start_step, total_steps):
+    result = start.result
+    for step in range(start.step, total_steps):
         batch = _batch(train_data, step, steps_per_epoch, config.batch_size, config.seed)
-        lr = config.learning_rate * lr_multiplier(
-            step, total_steps, config.lr_schedule, config.warmup_steps
-        )
+        adam = adam_params(config, step, total_steps)
         fb = client.forward_backward(batch, "cross_entropy")
-        opt = client.optim_step(_adam(config, lr))
+        opt = client.optim_step(adam)
         if pending is not None:
             metrics = await _finish_step(pending, logger)
-        pending = (step, batch, fb, opt, lr, time.monotonic())
+        pending = (step, batch, fb, opt, adam.learning_rate, time.monotonic())
         done = step + 1
-        if done == total_steps or (config.eval_every and done % config.eval_every == 0):
-            metrics = await _finish_step(
-                pending, logger, eval_nll=await _eval_nll(client, eval_data, config.batch_size)
-            )
+        if is_due(done, config.eval_every, total_steps):
+            eval_nll = await _eval_nll(client, eval_data, config.batch_size)
+            metrics = await _finish_step(pending, logger, eval_nll=eval_nll)
             pending = None
-        if done == total_steps or (config.save_every and done % config.save_every == 0):
+        if is_due(done, config.save_every, total_steps):
             if pending is not None:
                 metrics = await _finish_step(pending, logger)
                 pending = None
-            result = await _checkpoint(client, run_dir, done, logger)
+            result = await save_checkpoint(client, run_dir, done, logger)
     if pending is not None:
         metrics = await _finish_step(pending, logger)
     result.steps = total_steps
     result.final_metrics = metrics
     return result
-
-
-def _service(config: SLConfig, run_dir: Path) -> ServiceClient:
-    if config.backend == "tinker":
-        return ServiceClient("tinker")
-    return ServiceClient("local", storage_dir=run_dir, quantization=config.quantization)
 
 
 def _datasets(config: SLConfig, tokenizer: Any) -> tuple[list[types.Datum], list[types.Datum]]:
@@ -149,19 +109,8 @@ def _batch(
     return [data[i] for i in order[index * batch_size : (index + 1) * batch_size]]
 
 
-def _adam(config: SLConfig, lr: float) -> types.AdamParams:
-    return types.AdamParams(
-        learning_rate=lr,
-        beta1=config.beta1,
-        beta2=config.beta2,
-        eps=config.eps,
-        weight_decay=config.weight_decay,
-        grad_clip_norm=config.grad_clip_norm,
-    )
-
-
 def _trained_tokens(batch: list[types.Datum]) -> float:
-    return float(sum(d.loss_fn_inputs["weights"].to_torch().sum() for d in batch))
+    return sum(weighted_sum(d) for d in batch)
 
 
 async def _finish_step(
@@ -197,19 +146,3 @@ async def _eval_nll(client: Any, data: list[types.Datum], batch_size: int) -> fl
     ]
     total = sum([(await f).metrics["loss:sum"] for f in futures])
     return total / max(_trained_tokens(data), 1.0)
-
-
-async def _checkpoint(client: Any, run_dir: Path, step: int, logger: MetricsLogger) -> SLResult:
-    name = f"{step:06d}"
-    state, sampler = client.save_state(name), client.save_weights_for_sampler(name)
-    state_path, sampler_path = (await state).path, (await sampler).path
-    record = {
-        "name": name,
-        "step": step,
-        "state_path": state_path,
-        "sampler_path": sampler_path,
-        "time": time.time(),
-    }
-    append_jsonl(run_dir / CHECKPOINTS_FILE, record)
-    logger.log_event("checkpoint", record)
-    return SLResult(steps=step, state_path=state_path, sampler_path=sampler_path)

@@ -18,6 +18,7 @@ class SLConfig(BaseModel):
     base_model: str = "thinker/tiny"  # hub id, local directory, or a built-in thinker/... model
     backend: Literal["local", "tinker"] = "local"
     quantization: Literal["4bit"] | None = None  # local + CUDA only: QLoRA through bitsandbytes
+    init_from: str | None = None  # a state path (thinker://.../weights/...) to start from
     dataset: Path  # JSONL: {"messages": [...]} or {"prompt": ..., "completion": ...} per line
     eval_dataset: Path | None = None  # None = hold out `eval_fraction` of `dataset`
     eval_fraction: float = Field(0.1, ge=0.0, lt=1.0)

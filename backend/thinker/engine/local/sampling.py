@@ -11,11 +11,13 @@ from __future__ import annotations
 import inspect
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
+from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
 from tinker import types
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -25,6 +27,7 @@ from thinker.engine.local.forward import target_logprobs
 from thinker.errors import ConfigError
 
 DEFAULT_MAX_TOKENS = 512
+T = TypeVar("T")
 
 
 @dataclass
@@ -33,23 +36,40 @@ class _Stops:
     strings: list[str]
 
 
+@dataclass
+class SharedWeights:
+    """Sampling on a training client's own model, so no second copy of the weights is held.
+
+    `adapter` is a frozen copy of LoRA weights swapped in for each call (and the live ones
+    restored after), or None to sample the base model with the adapter switched off. The
+    calls run on the training client's executor, so they never interleave with training.
+    """
+
+    model: PeftModel
+    executor: OrderedExecutor
+    adapter: dict[str, Tensor] | None
+
+
 class LocalSamplingClient:
     def __init__(
         self,
-        model: PreTrainedModel,
+        model: PreTrainedModel | PeftModel,
         tokenizer: PreTrainedTokenizerBase,
         base_model: str,
         model_path: str | None,
         device: torch.device,
+        shared: SharedWeights | None = None,
     ) -> None:
         self._model = model
         self._tokenizer = tokenizer
         self._base_model = base_model
         self.model_path = model_path
         self._device = device
-        self._executor = OrderedExecutor("sample")
+        self._shared = shared
+        self._executor = shared.executor if shared else OrderedExecutor("sample")
         # transformers 5.2x renamed `past_key_values` to `cache`; accept either version.
-        forward_args = inspect.signature(model.forward).parameters
+        plain = model.get_base_model() if isinstance(model, PeftModel) else model
+        forward_args = inspect.signature(plain.forward).parameters
         self._cache_arg = "cache" if "cache" in forward_args else "past_key_values"
 
     def sample(
@@ -63,12 +83,17 @@ class LocalSamplingClient:
         if num_samples < 1:
             raise ConfigError(f"num_samples must be at least 1, got {num_samples}")
         return self._executor.submit(
-            self._sample, prompt.to_ints(), num_samples, sampling_params, include_prompt_logprobs
+            self._with_weights,
+            self._sample,
+            prompt.to_ints(),
+            num_samples,
+            sampling_params,
+            include_prompt_logprobs,
         )
 
     def compute_logprobs(self, prompt: types.ModelInput) -> EngineFuture[list[float | None]]:
         """log p(token i | tokens before i) for every token of `prompt`; None at position 0."""
-        return self._executor.submit(self._compute_logprobs, prompt.to_ints())
+        return self._executor.submit(self._with_weights, self._compute_logprobs, prompt.to_ints())
 
     def get_tokenizer(self) -> PreTrainedTokenizerBase:
         return self._tokenizer
@@ -77,6 +102,24 @@ class LocalSamplingClient:
         return self._base_model
 
     # ---- work, on the worker thread ----------------------------------------------------
+    def _with_weights(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn` with this client's weights in place on a shared model, then put them back."""
+        if self._shared is None:
+            return fn(*args)
+        model = self._shared.model
+        if self._shared.adapter is None:
+            with model.disable_adapter():
+                return fn(*args)
+        live = {
+            k: v.detach().clone()
+            for k, v in get_peft_model_state_dict(model, save_embedding_layers=False).items()
+        }
+        set_peft_model_state_dict(model, self._shared.adapter)
+        try:
+            return fn(*args)
+        finally:
+            set_peft_model_state_dict(model, live)
+
     @torch.inference_mode()
     def _compute_logprobs(self, tokens: list[int]) -> list[float | None]:
         if len(tokens) < 2:

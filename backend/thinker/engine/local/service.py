@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import re
 import uuid
+import weakref
 from pathlib import Path
 
 from peft import PeftModel
+from safetensors.torch import load_file
 from transformers import PreTrainedModel
 
 from thinker.engine.futures import EngineFuture
@@ -21,7 +23,7 @@ from thinker.engine.local.models import (
     lora_target_modules,
 )
 from thinker.engine.local.sampling import LocalSamplingClient
-from thinker.engine.local.training import LocalTrainingClient, LoraSpec
+from thinker.engine.local.training import ADAPTER_FILE, LocalTrainingClient, LoraSpec
 from thinker.errors import ConfigError
 
 
@@ -39,6 +41,11 @@ class LocalServiceClient:
     ) -> None:
         self.storage_dir = Path(storage_dir) if storage_dir else default_storage_dir()
         self.placement = Placement.choose(device, quantization)
+        # The newest live training client per base model: samplers of that base model (or of
+        # an adapter that fits it) reuse its weights instead of loading a second copy.
+        self._hosts: weakref.WeakValueDictionary[str, LocalTrainingClient] = (
+            weakref.WeakValueDictionary()
+        )
 
     def create_lora_training_client(
         self,
@@ -73,15 +80,11 @@ class LocalServiceClient:
         targets = lora_target_modules(base, spec.train_attn, spec.train_mlp, spec.train_unembed)
         model = attach_lora(base, spec.rank, spec.seed, targets)
         run_id = f"{_slug(spec.base_model)}-{uuid.uuid4().hex[:8]}"
-        return LocalTrainingClient(
-            run_id,
-            spec,
-            model,
-            load_tokenizer(spec.base_model),
-            self.placement,
-            self.storage_dir,
-            lambda path: self._sampling_client(path, None),
+        client = LocalTrainingClient(
+            run_id, spec, model, load_tokenizer(spec.base_model), self.placement, self.storage_dir
         )
+        self._hosts[spec.base_model] = client
+        return client
 
     def _from_state(self, path: str, with_optimizer: bool) -> LocalTrainingClient:
         meta = checkpoints.read_meta(checkpoints.resolve(path, self.storage_dir))
@@ -100,16 +103,29 @@ class LocalServiceClient:
     def _sampling_client(
         self, model_path: str | None, base_model: str | None
     ) -> LocalSamplingClient:
+        directory, meta = None, None
         if model_path is not None:
             directory = checkpoints.resolve(model_path, self.storage_dir)
-            base_model = checkpoints.read_meta(directory)["base_model"]
+            meta = checkpoints.read_meta(directory)
+            base_model = meta["base_model"]
         assert base_model is not None
+        host = self._hosts.get(base_model)
+        if host is not None and (meta is None or _same_adapter_shape(host.spec, meta)):
+            adapter = None
+            if directory is not None:
+                adapter = load_file(directory / ADAPTER_FILE, device=str(self.placement.device))
+            return host.shared_sampling_client(model_path, adapter)
         model = load_base_model(base_model, self.placement)
-        if model_path is not None:
+        if directory is not None:
             model = _merged(model, directory)
         return LocalSamplingClient(
             model, load_tokenizer(base_model), base_model, model_path, self.placement.device
         )
+
+
+def _same_adapter_shape(spec: LoraSpec, meta: dict[str, object]) -> bool:
+    keys = ("rank", "train_mlp", "train_attn", "train_unembed")
+    return all(getattr(spec, k) == meta.get(k) for k in keys)
 
 
 def _merged(model: PreTrainedModel, directory: Path) -> PreTrainedModel | PeftModel:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peft import PeftModel, set_peft_model_state_dict
+from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file
 from tinker import types
 from torch import Tensor
@@ -25,6 +25,7 @@ from thinker.engine.local import checkpoints
 from thinker.engine.local.checkpoints import CheckpointPath
 from thinker.engine.local.forward import target_logprobs
 from thinker.engine.local.models import Placement
+from thinker.engine.local.sampling import LocalSamplingClient, SharedWeights
 from thinker.engine.losses import REQUIRED_INPUTS, get_loss_fn
 from thinker.errors import ConfigError
 
@@ -54,7 +55,6 @@ class LocalTrainingClient:
         tokenizer: PreTrainedTokenizerBase,
         placement: Placement,
         storage_dir: Path,
-        make_sampling_client: Callable[[str], Any],
     ) -> None:
         self.run_id = run_id
         self.spec = spec
@@ -62,7 +62,6 @@ class LocalTrainingClient:
         self._tokenizer = tokenizer
         self._placement = placement
         self._storage_dir = storage_dir
-        self._make_sampling_client = make_sampling_client
         self._params = [p for p in model.parameters() if p.requires_grad]
         self._optimizer = torch.optim.AdamW(self._params, lr=0.0)
         self._step = 0
@@ -118,7 +117,23 @@ class LocalTrainingClient:
         name = name or f"step-{self._step:06d}-{time.time_ns() % 10**9:09d}"
         checkpoints.check_name(name)
         saved = self._executor.submit(self._save, name, "sampler_weights", False)
-        return self._executor.submit(lambda: self._make_sampling_client(saved.result().path))
+        return self._executor.submit(
+            lambda: self.shared_sampling_client(saved.result().path, self._adapter_snapshot())
+        )
+
+    def shared_sampling_client(
+        self, model_path: str | None, adapter: dict[str, Tensor] | None
+    ) -> LocalSamplingClient:
+        """A sampler on this client's model: `adapter` weights swapped in, or None for the base."""
+        shared = SharedWeights(self._model, self._executor, adapter)
+        return LocalSamplingClient(
+            self._model,
+            self._tokenizer,
+            self.spec.base_model,
+            model_path,
+            self._placement.device,
+            shared,
+        )
 
     def load_state(self, path: str, with_optimizer: bool = False) -> EngineFuture[None]:
         """Replace the adapter (and optionally optimizer and step) with a saved state."""
@@ -234,6 +249,12 @@ class LocalTrainingClient:
         if kind == "weights":
             return types.SaveWeightsResponse(path=str(path))
         return types.SaveWeightsForSamplerResponse(path=str(path))
+
+    def _adapter_snapshot(self) -> dict[str, Tensor]:
+        return {
+            k: v.detach().clone()
+            for k, v in get_peft_model_state_dict(self._model, save_embedding_layers=False).items()
+        }
 
     def _load(self, path: str, with_optimizer: bool) -> None:
         directory = checkpoints.resolve(path, self._storage_dir)

@@ -1,0 +1,158 @@
+"""What every training loop shares: run-directory set-up, start or resume, schedule, checkpoints.
+
+The loops themselves (sl.py, dpo.py, rl.py) stay flat and read top to bottom; they call
+these few helpers for the parts that must behave identically in all of them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import yaml
+from pydantic import BaseModel
+from tinker import types
+
+from thinker.engine import ServiceClient
+from thinker.runs import CHECKPOINTS_FILE, MetricsLogger, RunLogger, append_jsonl, read_jsonl
+
+
+class LoopConfig(Protocol):
+    """The fields the shared helpers read; every algorithm's config has them."""
+
+    base_model: str
+    backend: Literal["local", "tinker"]
+    quantization: Literal["4bit"] | None
+    lora_rank: int
+    seed: int
+    init_from: str | None
+    learning_rate: float
+    lr_schedule: str
+    warmup_steps: int
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+    grad_clip_norm: float
+    log_path: Path
+
+
+@dataclass
+class RunResult:
+    """How a run ended: steps done, the last metrics, the last checkpoint's paths."""
+
+    steps: int
+    final_metrics: dict[str, float] = field(default_factory=dict)
+    state_path: str | None = None
+    sampler_path: str | None = None
+
+
+@dataclass
+class Start:
+    """A training client ready to go, and where it starts."""
+
+    client: Any
+    step: int  # optimizer steps already done (0 unless resumed)
+    result: RunResult  # what to return if no step is left to run
+
+
+def prepare_run(
+    config: BaseModel, service: ServiceClient | None, logger: MetricsLogger | None
+) -> tuple[Path, ServiceClient, MetricsLogger]:
+    """Create the run directory, write config.yaml, and default the service and logger."""
+    run_dir = Path(config.log_path)  # type: ignore[attr-defined]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    return (
+        run_dir,
+        service or make_service(config, run_dir),
+        logger or RunLogger(run_dir, echo=True),
+    )  # type: ignore[arg-type]
+
+
+def make_service(config: LoopConfig, run_dir: Path) -> ServiceClient:
+    if config.backend == "tinker":
+        return ServiceClient("tinker")
+    return ServiceClient("local", storage_dir=run_dir, quantization=config.quantization)
+
+
+async def start_or_resume(
+    config: LoopConfig, service: ServiceClient, run_dir: Path, logger: MetricsLogger
+) -> Start:
+    """Resume from the last line of checkpoints.jsonl; else start from `init_from` or fresh."""
+    last = (read_jsonl(run_dir / CHECKPOINTS_FILE) or [None])[-1]
+    if last is not None:
+        path = last["state_path"]
+        client = await service.create_training_client_from_state_with_optimizer(path)
+        logger.log_event("resumed", {"step": last["step"], "state_path": path})
+        done = RunResult(last["step"], {}, path, last["sampler_path"])
+        return Start(client, last["step"], done)
+    if config.init_from is not None:
+        client = await service.create_training_client_from_state(config.init_from)
+        logger.log_event("initialised", {"from": config.init_from})
+    else:
+        client = await service.create_lora_training_client(
+            config.base_model, rank=config.lora_rank, seed=config.seed
+        )
+    return Start(client, 0, RunResult(0))
+
+
+def lr_multiplier(step: int, total_steps: int, schedule: str, warmup_steps: int = 0) -> float:
+    """Factor on the base learning rate at `step` (0-based): linear warmup, then the schedule."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    if schedule == "linear":
+        return 1.0 - progress
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    raise ValueError(f"unknown lr_schedule {schedule!r}")
+
+
+def adam_params(config: LoopConfig, step: int, total_steps: int) -> types.AdamParams:
+    """The optimizer settings of `step`, its learning rate following the schedule."""
+    lr = config.learning_rate * lr_multiplier(
+        step, total_steps, config.lr_schedule, config.warmup_steps
+    )
+    return types.AdamParams(
+        learning_rate=lr,
+        beta1=config.beta1,
+        beta2=config.beta2,
+        eps=config.eps,
+        weight_decay=config.weight_decay,
+        grad_clip_norm=config.grad_clip_norm,
+    )
+
+
+def is_due(done: int, every: int, total: int) -> bool:
+    """Whether an every-N action (eval, save) runs after `done` steps; always at the end."""
+    return done == total or (every > 0 and done % every == 0)
+
+
+async def save_checkpoint(
+    client: Any, run_dir: Path, step: int, logger: MetricsLogger, **extra: Any
+) -> RunResult:
+    """Save state and sampler weights, then append their line to checkpoints.jsonl."""
+    name = f"{step:06d}"
+    state, sampler = client.save_state(name), client.save_weights_for_sampler(name)
+    state_path, sampler_path = (await state).path, (await sampler).path
+    record = {
+        "name": name,
+        "step": step,
+        "state_path": state_path,
+        "sampler_path": sampler_path,
+        "time": time.time(),
+        **extra,
+    }
+    append_jsonl(run_dir / CHECKPOINTS_FILE, record)
+    logger.log_event("checkpoint", record)
+    return RunResult(steps=step, state_path=state_path, sampler_path=sampler_path)
+
+
+def weighted_sum(datum: types.Datum, key: str = "weights") -> float:
+    return float(datum.loss_fn_inputs[key].to_torch().sum())
