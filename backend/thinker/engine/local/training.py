@@ -113,8 +113,15 @@ class LocalTrainingClient:
         return self._executor.submit(self._save, name, "sampler_weights", overwrite)
 
     def save_weights_and_get_sampling_client(self, name: str | None = None) -> EngineFuture[Any]:
-        """Save sampler weights (named after the step unless given) and sample from them."""
-        name = name or f"step-{self._step:06d}-{time.time_ns() % 10**9:09d}"
+        """A sampler frozen at the current weights; saved as sampler weights if `name` is given.
+
+        Without a name the snapshot is ephemeral, as on Tinker: it lives in memory only (the
+        RL loop takes one per step) and its `model_path` is None.
+        """
+        if name is None:
+            return self._executor.submit(
+                lambda: self.shared_sampling_client(None, self._adapter_snapshot())
+            )
         checkpoints.check_name(name)
         saved = self._executor.submit(self._save, name, "sampler_weights", False)
         return self._executor.submit(
