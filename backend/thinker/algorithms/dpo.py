@@ -1,0 +1,323 @@
+"""Direct Preference Optimization (DPO, https://arxiv.org/abs/2305.18290) with LoRA.
+
+What it computes: each preference pair (prompt x, chosen y_c, rejected y_r) is rendered
+twice, x + y_c and x + y_r, with weight 1 on the completion's tokens only. A completion's
+log-ratio is the sum over those tokens of log pi(token) - log pi_ref(token), where pi is the
+policy being trained and pi_ref the frozen reference: the starting weights (the base model
+with the adapter off for a fresh adapter, else the weights of `init_from`). The reference
+logprobs are computed once per pair, before the first step, with `compute_logprobs` on a
+sampling client of the reference (on the local engine it shares the training model's
+weights, so the reference costs no second copy). With c and r the chosen and rejected
+log-ratios, each step minimises
+
+    mean over the batch's pairs of  -log sigmoid(beta * (c - r))
+
+through `forward_backward_custom` (chosen and rejected interleaved in one batch), then takes
+one AdamW `optim_step`. beta * c and beta * r are the implicit rewards; accuracy is the
+fraction of pairs with c > r, a tie counting one half (at the start the policy is the
+reference and every pair ties, so accuracy starts at chance). Held-out pairs are scored the
+same way with `forward` before the first step and every `eval_every` steps. Checkpoints go to
+the append-only checkpoints.jsonl, each line naming the reference, so a resumed run keeps the
+reference it started with; on the CPU it ends with the same weights bit for bit as a run that
+was never interrupted.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tinker import types
+from torch import Tensor
+
+from thinker.algorithms.common import (
+    RunResult,
+    adam_params,
+    is_due,
+    prepare_run,
+    save_checkpoint,
+    start_or_resume,
+)
+from thinker.algorithms.dpo_config import DPOConfig
+from thinker.data import split_train_eval
+from thinker.data.preferences import PreferencePair, load_preference_pairs
+from thinker.engine import ServiceClient
+from thinker.renderers import (
+    Message,
+    Renderer,
+    TrainOnWhat,
+    datum_from_tokens_weights,
+    default_renderer_name,
+    get_renderer,
+)
+from thinker.runs import CHECKPOINTS_FILE, MetricsLogger, read_jsonl
+
+__all__ = ["DPOConfig", "ScoredPair", "dpo_custom_loss", "dpo_loss", "main"]
+
+CustomLossFn = Callable[[list[types.Datum], list[Tensor]], tuple[Tensor, dict[str, float]]]
+METRICS = ("dpo_loss", "accuracy", "margin", "chosen_reward", "rejected_reward")
+# (step, pairs in the batch, forward_backward_custom future, optim_step future, lr, submit time)
+_Pending = tuple[int, int, Any, Any, float, float]
+
+
+def dpo_loss(
+    chosen_logratio_P: Tensor, rejected_logratio_P: Tensor, beta: float
+) -> tuple[Tensor, dict[str, float]]:
+    """The DPO loss of P pairs (arXiv:2305.18290, eq. 7), and its metrics.
+
+    Args:
+        chosen_logratio_P: log pi(y_c | x) - log pi_ref(y_c | x) of each pair, each a sum
+            over the completion's tokens.
+        rejected_logratio_P: The same for the rejected completions.
+        beta: How strongly the policy is held to the reference (0.1 in the paper).
+
+    Returns:
+        The mean over pairs of -log sigmoid(beta (c - r)), and the metrics `dpo_loss`,
+        `accuracy` (fraction of pairs with c > r, a tie counting one half), `margin`
+        (mean beta (c - r)), `chosen_reward` (mean beta c), `rejected_reward` (mean beta r).
+    """
+    margin_P = beta * (chosen_logratio_P - rejected_logratio_P)
+    loss = -F.logsigmoid(margin_P).mean()
+    wins_P = (margin_P > 0).float() + 0.5 * (margin_P == 0).float()
+    metrics = {
+        "dpo_loss": loss.item(),
+        "accuracy": wins_P.mean().item(),
+        "margin": margin_P.mean().item(),
+        "chosen_reward": (beta * chosen_logratio_P).mean().item(),
+        "rejected_reward": (beta * rejected_logratio_P).mean().item(),
+    }
+    return loss, metrics
+
+
+def dpo_custom_loss(
+    reference_chosen_P: Tensor, reference_rejected_P: Tensor, beta: float
+) -> CustomLossFn:
+    """The loss for `forward_backward_custom` on data [chosen_0, rejected_0, chosen_1, ...].
+
+    Args:
+        reference_chosen_P: The reference's logprob sum over each chosen completion.
+        reference_rejected_P: The same for each rejected completion.
+        beta: DPO's beta.
+    """
+
+    def loss_fn(
+        data: list[types.Datum], logprobs_D: list[Tensor]
+    ) -> tuple[Tensor, dict[str, float]]:
+        sums_D = _completion_logprobs_D(data, logprobs_D)
+        return dpo_loss(
+            sums_D[0::2] - reference_chosen_P, sums_D[1::2] - reference_rejected_P, beta
+        )
+
+    return loss_fn
+
+
+@dataclass(frozen=True)
+class ScoredPair:
+    """A rendered pair and the reference's logprob sums over its two completions."""
+
+    chosen: types.Datum
+    rejected: types.Datum
+    reference_chosen: float
+    reference_rejected: float
+
+
+async def main(
+    config: DPOConfig, service: ServiceClient | None = None, logger: MetricsLogger | None = None
+) -> RunResult:
+    run_dir, service, logger = prepare_run(config, service, logger)
+
+    # Set up: the client (fresh, from `init_from`, or resumed), the frozen reference, and
+    # the rendered pairs with their reference logprobs.
+    start = await start_or_resume(config, service, run_dir, logger)
+    client = start.client
+    reference_path = await _reference_path(config, client, start.step > 0)
+    if reference_path is None:
+        reference = await service.create_sampling_client(base_model=config.base_model)
+    else:
+        reference = await service.create_sampling_client(model_path=reference_path)
+    logger.log_event("reference", {"reference_path": reference_path or config.base_model})
+    train_pairs, eval_pairs = await _datasets(config, client.get_tokenizer(), reference)
+    steps_per_epoch = max(1, len(train_pairs) // config.batch_size)
+    total_steps = config.max_steps or config.num_epochs * steps_per_epoch
+    if start.step == 0 and eval_pairs:  # the starting point, for comparison
+        logger.log_metrics(await _evaluate(client, eval_pairs, config), step=0)
+
+    # Loop: submit step s, then wait for step s-1 (one step in flight).
+    pending: _Pending | None = None
+    metrics: dict[str, float] = {}
+    result = start.result
+    for step in range(start.step, total_steps):
+        pairs = _batch(train_pairs, step, steps_per_epoch, config.batch_size, config.seed)
+        adam = adam_params(config, step, total_steps)
+        loss_fn = dpo_custom_loss(*_references_P(pairs), config.beta)
+        fb = client.forward_backward_custom(_interleave(pairs), loss_fn)
+        opt = client.optim_step(adam)
+        if pending is not None:
+            metrics = await _finish_step(pending, logger)
+        pending = (step, len(pairs), fb, opt, adam.learning_rate, time.monotonic())
+        done = step + 1
+        if is_due(done, config.eval_every, total_steps):
+            evals = await _evaluate(client, eval_pairs, config)
+            metrics = await _finish_step(pending, logger, evals)
+            pending = None
+        if is_due(done, config.save_every, total_steps):
+            if pending is not None:
+                metrics = await _finish_step(pending, logger)
+                pending = None
+            result = await save_checkpoint(
+                client, run_dir, done, logger, reference_path=reference_path
+            )
+    if pending is not None:
+        metrics = await _finish_step(pending, logger)
+    result.steps = total_steps
+    result.final_metrics = metrics
+    return result
+
+
+async def _reference_path(config: DPOConfig, client: Any, resumed: bool) -> str | None:
+    """Sampler weights of the reference, or None for the base model with the adapter off.
+
+    A resumed run keeps the reference its checkpoints name, never its resumed weights.
+    """
+    if resumed:
+        last = read_jsonl(config.log_path / CHECKPOINTS_FILE)[-1]
+        return last.get("reference_path")
+    if config.reference_path is not None or config.init_from is None:
+        return config.reference_path
+    # The starting weights of `init_from`, saved before any step (a fresh name per client).
+    return (await client.save_weights_for_sampler("reference")).path  # type: ignore[no-any-return]
+
+
+async def _datasets(
+    config: DPOConfig, tokenizer: Any, reference: Any
+) -> tuple[list[ScoredPair], list[ScoredPair]]:
+    renderer = get_renderer(
+        config.renderer or default_renderer_name(config.base_model, tokenizer), tokenizer
+    )
+    pairs = load_preference_pairs(config.dataset)
+    if config.eval_dataset is not None:
+        train, held_out = pairs, load_preference_pairs(config.eval_dataset)
+    else:
+        train, held_out = split_train_eval(pairs, config.eval_fraction, config.seed)
+    rendered = [_render(renderer, pair, config.max_length) for pair in train + held_out]
+    scored = await _score_with_reference(reference, rendered)
+    return scored[: len(train)], scored[len(train) :]
+
+
+def _render(
+    renderer: Renderer, pair: PreferencePair, max_length: int
+) -> tuple[types.Datum, types.Datum]:
+    """Prompt + chosen and prompt + rejected, trained on the completion's assistant turns."""
+    prompt = [_message(m, trainable=False) for m in pair.prompt_messages]
+
+    def render(completion: list[Message]) -> types.Datum:
+        trained = [_message(m, trainable=m["role"] == "assistant") for m in completion]
+        tokens, weights = renderer.build_supervised_example(
+            prompt + trained, TrainOnWhat.CUSTOMIZED
+        )
+        return datum_from_tokens_weights(tokens, weights, max_length)
+
+    return render(pair.chosen_messages), render(pair.rejected_messages)
+
+
+def _message(message: Message, trainable: bool) -> Message:
+    return Message(role=message["role"], content=message["content"], trainable=trainable)
+
+
+async def _score_with_reference(
+    reference: Any, rendered: list[tuple[types.Datum, types.Datum]]
+) -> list[ScoredPair]:
+    """Each pair with the reference's completion logprob sums (all requests submitted first)."""
+    futures = [
+        (reference.compute_logprobs(_sequence(c)), reference.compute_logprobs(_sequence(r)))
+        for c, r in rendered
+    ]
+    scored = []
+    for (chosen, rejected), (chosen_lp, rejected_lp) in zip(rendered, futures, strict=True):
+        scored.append(
+            ScoredPair(
+                chosen,
+                rejected,
+                _reference_sum(chosen, await chosen_lp),
+                _reference_sum(rejected, await rejected_lp),
+            )
+        )
+    return scored
+
+
+def _sequence(datum: types.Datum) -> types.ModelInput:
+    """The full token sequence a datum was cut from: its input plus the last target."""
+    last = int(datum.loss_fn_inputs["target_tokens"].to_torch()[-1])
+    return types.ModelInput.from_ints([*datum.model_input.to_ints(), last])
+
+
+def _reference_sum(datum: types.Datum, logprobs: list[float | None]) -> float:
+    # compute_logprobs gives None at position 0; entry i + 1 scores target i of the datum.
+    logprobs_N = torch.tensor(logprobs[1:], dtype=torch.float32)
+    return float((logprobs_N * datum.loss_fn_inputs["weights"].to_torch()).sum())
+
+
+def _completion_logprobs_D(data: list[types.Datum], logprobs_D: list[Tensor]) -> Tensor:
+    """Each datum's logprob summed over its weighted (completion) tokens."""
+    return torch.stack(
+        [
+            (lp * d.loss_fn_inputs["weights"].to_torch()).sum()
+            for d, lp in zip(data, logprobs_D, strict=True)
+        ]
+    )
+
+
+def _references_P(pairs: list[ScoredPair]) -> tuple[Tensor, Tensor]:
+    return (
+        torch.tensor([p.reference_chosen for p in pairs]),
+        torch.tensor([p.reference_rejected for p in pairs]),
+    )
+
+
+def _interleave(pairs: list[ScoredPair]) -> list[types.Datum]:
+    return [d for p in pairs for d in (p.chosen, p.rejected)]
+
+
+def _batch(
+    pairs: list[ScoredPair], step: int, steps_per_epoch: int, batch_size: int, seed: int
+) -> list[ScoredPair]:
+    """The pairs of `step`: a fixed shuffle per epoch, so a resumed run sees the same ones."""
+    epoch, index = divmod(step, steps_per_epoch)
+    order = list(range(len(pairs)))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return [pairs[i] for i in order[index * batch_size : (index + 1) * batch_size]]
+
+
+async def _finish_step(
+    pending: _Pending, logger: MetricsLogger, evals: dict[str, float] | None = None
+) -> dict[str, float]:
+    step, num_pairs, fb, opt, lr, started = pending
+    fb_out, opt_out = await fb, await opt
+    metrics = {name: float(fb_out.metrics[name]) for name in METRICS}
+    metrics |= {
+        "learning_rate": lr,
+        "num_pairs": float(num_pairs),
+        "step_time_s": time.monotonic() - started,
+    }
+    if opt_out.metrics and "grad_norm" in opt_out.metrics:
+        metrics["grad_norm"] = opt_out.metrics["grad_norm"]
+    metrics |= evals or {}
+    logger.log_metrics(metrics, step=step + 1)
+    return metrics
+
+
+async def _evaluate(client: Any, pairs: list[ScoredPair], config: DPOConfig) -> dict[str, float]:
+    """The DPO metrics of the held-out pairs under the current weights, as eval_<name>."""
+    if not pairs:
+        return {}
+    chunks = [pairs[i : i + config.batch_size] for i in range(0, len(pairs), config.batch_size)]
+    futures = [client.forward(_interleave(chunk), "cross_entropy") for chunk in chunks]
+    logprobs_D = [o["logprobs"].to_torch() for f in futures for o in (await f).loss_fn_outputs]
+    loss_fn = dpo_custom_loss(*_references_P(pairs), config.beta)
+    _, metrics = loss_fn(_interleave(pairs), logprobs_D)
+    return {f"eval_{name}": value for name, value in metrics.items()}
