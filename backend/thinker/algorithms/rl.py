@@ -92,6 +92,9 @@ async def main(
 
     # Loop: sample groups from a snapshot of the policy, score, train, log.
     result, metrics = start.result, {}
+    if start.step == 0:  # the starting point, for comparison with every later evaluation
+        eval_reward = await _eval_reward(client, renderer, held_out, reward_fn, config)
+        logger.log_metrics({"eval_reward_mean": eval_reward}, step=0)
     for step in range(start.step, config.max_steps):
         started = time.monotonic()
         policy = await client.save_weights_and_get_sampling_client()
@@ -175,9 +178,13 @@ async def _sample_groups(
 def _rollout(
     prompt_tokens: list[int], seq: Any, prompt_lp: list[float] | None, renderer: Renderer
 ) -> Rollout:
-    message, reason = renderer.parse_response(list(seq.tokens))
-    completion = Completion(text=message["content"], terminated=reason == "stop")
+    completion = _completion(list(seq.tokens), renderer)
     return Rollout(prompt_tokens, list(seq.tokens), list(seq.logprobs), prompt_lp, completion)
+
+
+def _completion(tokens: list[int], renderer: Renderer) -> Completion:
+    message, reason = renderer.parse_response(tokens)
+    return Completion(text=message["content"], terminated=reason == "stop")
 
 
 def _score(groups: list[list[Rollout]], batch: list[Problem], reward_fn: RewardFn) -> None:
@@ -236,28 +243,44 @@ async def _train(
     if not datums:
         return {"num_datums": 0.0}
     chunk = -(-len(datums) // config.num_substeps)
-    submitted = []
+    submitted, parts = [], []
     for k in range(config.num_substeps):
         part = datums[k * chunk : (k + 1) * chunk]
         if not part:
             break
+        parts.append(part)
         adam = adam_params(config, step, config.max_steps)
         fb = client.forward_backward(part, config.loss_fn, config.loss_fn_config or None)
         submitted.append((fb, client.optim_step(adam), adam.learning_rate))
-    losses, norms = [], []
-    for fb, opt, _ in submitted:
-        losses.append((await fb).metrics["loss:sum"])
-        out = await opt
-        if out.metrics and "grad_norm" in out.metrics:
-            norms.append(out.metrics["grad_norm"])
+    losses, norms, gaps = [], [], []
+    for (fb, opt, _), part in zip(submitted, parts, strict=True):
+        out = await fb
+        losses.append(out.metrics["loss:sum"])
+        gaps += _sampler_learner_gaps(part, out)
+        opt_out = await opt
+        if opt_out.metrics and "grad_norm" in opt_out.metrics:
+            norms.append(opt_out.metrics["grad_norm"])
     metrics = {
         "loss": sum(losses) / len(datums),
         "num_datums": float(len(datums)),
         "learning_rate": submitted[-1][2],
+        # mean of log q - log p over trained tokens: ~0 on-policy at the first substep; a
+        # large value means the sampler and the learner disagree (a bug or stale weights)
+        "kl_sample_train": statistics.fmean(gaps) if gaps else 0.0,
     }
     if norms:
         metrics["grad_norm"] = statistics.fmean(norms)
     return metrics
+
+
+def _sampler_learner_gaps(part: list[types.Datum], out: types.ForwardBackwardOutput) -> list[float]:
+    gaps = []
+    for datum, result in zip(part, out.loss_fn_outputs, strict=True):
+        q = datum.loss_fn_inputs["logprobs"].to_torch()
+        p = result["logprobs"].to_torch()
+        mask = datum.loss_fn_inputs["advantages"].to_torch() != 0
+        gaps += (q - p)[mask].tolist()
+    return gaps
 
 
 def _rollout_metrics(
@@ -283,21 +306,25 @@ def _rollout_metrics(
 async def _eval_reward(
     client: Any, renderer: Renderer, problems: list[Problem], reward_fn: RewardFn, config: RLConfig
 ) -> float:
-    """Mean reward of one greedy completion per held-out problem."""
+    """Mean reward on held-out problems, sampled as training samples (same group size and
+    temperature, fixed seeds), so it is comparable with `reward_mean` from step to step."""
     if not problems:
         return float("nan")
     policy = await client.save_weights_and_get_sampling_client()
-    params = types.SamplingParams(
-        max_tokens=config.max_tokens, temperature=0.0, stop=renderer.get_stop_sequences()
-    )
-    futures = [
-        policy.sample(renderer.build_generation_prompt(p.messages), 1, params) for p in problems
-    ]
-    rewards = []
+    futures = []
+    for i, problem in enumerate(problems):
+        params = types.SamplingParams(
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            stop=renderer.get_stop_sequences(),
+            seed=config.seed * 7919 + i,
+        )
+        prompt = renderer.build_generation_prompt(problem.messages)
+        futures.append(policy.sample(prompt, config.group_size, params))
+    rewards: list[float] = []
     for problem, future in zip(problems, futures, strict=True):
-        seq = (await future).sequences[0]
-        message, reason = renderer.parse_response(list(seq.tokens))
-        rewards += reward_fn(problem, [Completion(message["content"], reason == "stop")])
+        completions = [_completion(list(seq.tokens), renderer) for seq in (await future).sequences]
+        rewards += reward_fn(problem, completions)
     return statistics.fmean(rewards)
 
 

@@ -48,6 +48,11 @@ class SharedWeights:
     model: PeftModel
     executor: OrderedExecutor
     adapter: dict[str, Tensor] | None
+    # The training client's weight version when the snapshot was taken, and how to read the
+    # current one: while they are equal the live weights ARE the snapshot and no swap is
+    # needed (an RL step samples its whole batch before the next optimizer step).
+    version: int | None = None
+    current_version: Callable[[], int] | None = None
 
 
 class LocalSamplingClient:
@@ -106,10 +111,12 @@ class LocalSamplingClient:
         """Run `fn` with this client's weights in place on a shared model, then put them back."""
         if self._shared is None:
             return fn(*args)
-        model = self._shared.model
-        if self._shared.adapter is None:
+        model, shared = self._shared.model, self._shared
+        if shared.adapter is None:
             with model.disable_adapter():
                 return fn(*args)
+        if shared.current_version is not None and shared.version == shared.current_version():
+            return fn(*args)
         live = {
             k: v.detach().clone()
             for k, v in get_peft_model_state_dict(model, save_embedding_layers=False).items()

@@ -65,6 +65,7 @@ class LocalTrainingClient:
         self._params = [p for p in model.parameters() if p.requires_grad]
         self._optimizer = torch.optim.AdamW(self._params, lr=0.0)
         self._step = 0
+        self._version = 0  # bumped whenever the adapter weights change
         self._executor = OrderedExecutor(f"train-{run_id}")
 
     # ---- the Tinker TrainingClient interface -------------------------------------------
@@ -119,13 +120,26 @@ class LocalTrainingClient:
         RL loop takes one per step) and its `model_path` is None.
         """
         if name is None:
-            return self._executor.submit(
-                lambda: self.shared_sampling_client(None, self._adapter_snapshot())
-            )
+            return self._executor.submit(lambda: self._snapshot_client(None))
         checkpoints.check_name(name)
         saved = self._executor.submit(self._save, name, "sampler_weights", False)
-        return self._executor.submit(
-            lambda: self.shared_sampling_client(saved.result().path, self._adapter_snapshot())
+        return self._executor.submit(lambda: self._snapshot_client(saved.result().path))
+
+    def _snapshot_client(self, model_path: str | None) -> LocalSamplingClient:
+        shared = SharedWeights(
+            self._model,
+            self._executor,
+            self._adapter_snapshot(),
+            self._version,
+            lambda: self._version,
+        )
+        return LocalSamplingClient(
+            self._model,
+            self._tokenizer,
+            self.spec.base_model,
+            model_path,
+            self._placement.device,
+            shared,
         )
 
     def shared_sampling_client(
@@ -233,6 +247,7 @@ class LocalTrainingClient:
         self._optimizer.step()
         self._optimizer.zero_grad(set_to_none=True)
         self._step += 1
+        self._version += 1
         return types.OptimStepResponse(
             metrics={"grad_norm": float(grad_norm), "learning_rate": params.learning_rate}
         )
@@ -268,6 +283,7 @@ class LocalTrainingClient:
         meta = checkpoints.read_meta(directory)
         state = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
         result = set_peft_model_state_dict(self._model, state)
+        self._version += 1
         if getattr(result, "unexpected_keys", None):
             raise ConfigError(
                 f"checkpoint {path} does not fit this adapter: "
