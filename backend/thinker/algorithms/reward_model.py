@@ -1,0 +1,382 @@
+"""Reward model: a pairwise judge, trained and read through the engine, that says which of two
+responses to a prompt is better (the Tinker cookbook's preference model).
+
+What it computes. A preference pair (prompt x, chosen y_c, rejected y_r) becomes two judge
+prompts, one per order: a user message showing the question and both responses,
+
+    Question: 3+4
+    Response A: 7
+    Response B: I am not sure, maybe 8.
+    Which response is better, A or B?
+
+rendered with the model's renderer and followed by the assistant's answer, "A" when y_c is
+shown first and "B" when it is shown second. Only the answer's deciding token (the first
+token where the rendered "A" and "B" replies differ; with a byte-level tokenizer the letter
+itself, not the space before it) has weight. Each step runs `forward_backward` with the
+`cross_entropy` loss on both orders of `batch_size` pairs, so a bias for a position earns
+nothing, then one AdamW `optim_step`. `rm_train_nll` is the mean NLL of the answer token.
+
+The judge is read with `compute_logprobs` on a sampling client of its weights. With l_A and
+l_B the logprobs of the two answer tokens, the judge prefers the response shown as A with
+probability sigmoid(l_A - l_B) (the two letters renormalised), and
+
+    P(x beats y) = 1/2 * (sigmoid(l_A - l_B | x shown as A) + sigmoid(l_B - l_A | x shown as B))
+
+so P(y beats x) = 1 - P(x beats y) exactly. Held-out metrics, at step 0, every `eval_every`
+steps and at the end: `rm_eval_accuracy`, the fraction of pairs with P(chosen beats rejected)
+> 1/2 (a tie counting one half); `rm_eval_prob_chosen`, the mean of that probability;
+`rm_eval_margin`, the mean log-odds for the chosen response, averaged over the two orders
+(0 for a judge that only knows positions).
+
+`JudgeReward` makes the judge an RL reward: each completion of a group scores its mean win
+probability against the other completions (a round robin, so a group's rewards average 1/2);
+a lone completion scores its win probability against the problem's reference answer, the
+pointwise use of the same judge.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tinker import types
+
+from thinker.algorithms.common import (
+    RunResult,
+    adam_params,
+    is_due,
+    prepare_run,
+    save_checkpoint,
+    start_or_resume,
+)
+from thinker.algorithms.reward_model_config import RewardModelConfig
+from thinker.data import split_train_eval
+from thinker.data.preferences import PreferencePair, load_preference_pairs
+from thinker.engine import ServiceClient
+from thinker.errors import ConfigError, DatasetError
+from thinker.renderers import (
+    Message,
+    Renderer,
+    TrainOnWhat,
+    datum_from_tokens_weights,
+    default_renderer_name,
+    get_renderer,
+)
+from thinker.rewards import Completion, Problem
+from thinker.runs import MetricsLogger
+
+__all__ = [
+    "JudgePrompt",
+    "JudgeReward",
+    "RewardModelConfig",
+    "judge_datum",
+    "judge_messages",
+    "preference",
+    "render_judge_prompt",
+    "round_robin_rewards",
+    "train_reward_model",
+]
+
+Label = Literal["A", "B"]
+LABELS: tuple[Label, Label] = ("A", "B")
+# A comparison to judge: (the prompt's messages, response x, response y).
+Comparison = tuple[list[Message], str, str]
+# (step, pairs in the batch, forward_backward future, optim_step future, lr, submit time)
+_Pending = tuple[int, int, Any, Any, float, float]
+
+
+def judge_messages(prompt: list[Message], response_a: str, response_b: str) -> list[Message]:
+    """The judge's conversation: one user message showing the question and both responses."""
+    content = (
+        f"Question: {_transcript(prompt)}\n"
+        f"Response A: {response_a}\n"
+        f"Response B: {response_b}\n"
+        "Which response is better, A or B?"
+    )
+    return [Message(role="user", content=content)]
+
+
+def _transcript(prompt: list[Message]) -> str:
+    """A lone user message as itself; a longer conversation as "role: content" lines."""
+    if len(prompt) == 1 and prompt[0]["role"] == "user":
+        return prompt[0]["content"]
+    return "\n".join(f"{m['role']}: {m['content']}" for m in prompt)
+
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    """One ordered comparison as tokens: the judge prompt and each answer's deciding token."""
+
+    prefix: list[int]  # everything before the deciding token (the same for both answers)
+    token_a: int
+    token_b: int
+
+    def sequence(self, label: Label) -> list[int]:
+        return [*self.prefix, self.token_a if label == "A" else self.token_b]
+
+
+def render_judge_prompt(
+    renderer: Renderer,
+    prompt: list[Message],
+    response_a: str,
+    response_b: str,
+    max_length: int | None = None,
+) -> JudgePrompt:
+    """The comparison rendered with the reply "A" and with "B", split where the two differ.
+
+    A prompt longer than `max_length` tokens keeps its last `max_length - 1` tokens.
+    """
+    messages = judge_messages(prompt, response_a, response_b)
+    tokens_a = _with_reply(renderer, messages, "A")
+    tokens_b = _with_reply(renderer, messages, "B")
+    pairs = zip(tokens_a, tokens_b, strict=False)  # the shorter one may end first
+    split = next((i for i, (a, b) in enumerate(pairs) if a != b), None)
+    if split is None:
+        raise ConfigError(f"renderer {renderer.name!r} renders the replies A and B alike")
+    prefix = tokens_a[:split]
+    if max_length is not None and len(prefix) >= max_length:
+        prefix = prefix[len(prefix) - max_length + 1 :]
+    return JudgePrompt(prefix, tokens_a[split], tokens_b[split])
+
+
+def _with_reply(renderer: Renderer, messages: list[Message], label: Label) -> list[int]:
+    reply = Message(role="assistant", content=label)
+    tokens, _ = renderer.build_supervised_example(
+        [*messages, reply], TrainOnWhat.LAST_ASSISTANT_MESSAGE
+    )
+    return tokens
+
+
+def judge_datum(judge_prompt: JudgePrompt, label: Label) -> types.Datum:
+    """The SL example that teaches the judge to answer `label`: weight 1 on its deciding token."""
+    tokens = judge_prompt.sequence(label)
+    return datum_from_tokens_weights(tokens, [0.0] * (len(tokens) - 1) + [1.0])
+
+
+def preference(
+    logprobs_x_first: tuple[float, float], logprobs_y_first: tuple[float, float]
+) -> tuple[float, float]:
+    """P(x beats y) and its log-odds, from the judge's answer logprobs in both orders.
+
+    Args:
+        logprobs_x_first: (log p("A"), log p("B")) for the prompt showing x as A and y as B.
+        logprobs_y_first: The same for the prompt showing y as A and x as B.
+
+    Returns:
+        The probability 1/2 (sigmoid(a1 - b1) + sigmoid(b2 - a2)) and the log-odds
+        1/2 ((a1 - b1) + (b2 - a2)), each the mean over the two orders.
+    """
+    x_first = logprobs_x_first[0] - logprobs_x_first[1]
+    x_second = logprobs_y_first[1] - logprobs_y_first[0]
+    return 0.5 * (_sigmoid(x_first) + _sigmoid(x_second)), 0.5 * (x_first + x_second)
+
+
+def round_robin_rewards(win_G_G: list[list[float]]) -> list[float]:
+    """reward_i = the mean over j != i of win_G_G[i][j] = P(completion i beats completion j)."""
+    n = len(win_G_G)
+    if n < 2:
+        raise ValueError("a round robin needs at least two completions")
+    return [sum(row[j] for j in range(n) if j != i) / (n - 1) for i, row in enumerate(win_G_G)]
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+class JudgeReward:
+    """RewardFn of a pairwise judge: each completion's mean win probability against its group.
+
+    A group of one is scored against the problem's reference answer (the dataset row's
+    "reference", else its "answer"): P(completion beats reference). Every judge request is
+    submitted before any is awaited; identical responses tie at exactly 1/2 unasked.
+
+    Args:
+        sampler: A sampling client of the judge's weights (local or Tinker).
+        renderer: The renderer the judge was trained with.
+        max_length: The judge prompts' token limit (the reward model's `max_length`).
+    """
+
+    def __init__(self, sampler: Any, renderer: Renderer, max_length: int | None = None) -> None:
+        self.sampler = sampler
+        self.renderer = renderer
+        self.max_length = max_length
+
+    def __call__(self, problem: Problem, completions: list[Completion]) -> list[float]:
+        texts = [c.text for c in completions]
+        if len(texts) == 1:
+            return [self.compare([(problem.messages, texts[0], _reference(problem))])[0][0]]
+        distinct = sorted(set(texts))
+        pairs = [(x, y) for i, x in enumerate(distinct) for y in distinct[i + 1 :]]
+        wins: dict[tuple[str, str], float] = {}
+        results = self.compare([(problem.messages, x, y) for x, y in pairs])
+        for (x, y), (p, _) in zip(pairs, results, strict=True):
+            wins[x, y], wins[y, x] = p, 1.0 - p
+        return round_robin_rewards([[wins.get((a, b), 0.5) for b in texts] for a in texts])
+
+    def compare(self, comparisons: list[Comparison]) -> list[tuple[float, float]]:
+        """(P(x beats y), log-odds) of each (prompt, x, y), blocking until all are answered."""
+        futures = [self._submit(c) for c in comparisons]
+        # One blocking wait for them all: `.result()` of a finished future never blocks (the
+        # tinker SDK warns, at every call, about a blocking `.result()` inside an event loop).
+        concurrent.futures.wait([f.future() for fs in futures for f in fs])
+        return [_combine([f.result() for f in fs]) for fs in futures]
+
+    async def compare_async(self, comparisons: list[Comparison]) -> list[tuple[float, float]]:
+        """As `compare`, awaiting the requests instead of blocking on them."""
+        futures = [self._submit(c) for c in comparisons]
+        return [_combine([await f for f in fs]) for fs in futures]
+
+    def _submit(self, comparison: Comparison) -> list[Any]:
+        """Four logprob requests: x shown first (answer A, answer B), then y shown first."""
+        prompt, x, y = comparison
+        futures = []
+        for a, b in ((x, y), (y, x)):
+            judge_prompt = render_judge_prompt(self.renderer, prompt, a, b, self.max_length)
+            for label in LABELS:
+                tokens = types.ModelInput.from_ints(judge_prompt.sequence(label))
+                futures.append(self.sampler.compute_logprobs(tokens))
+        return futures
+
+
+def _combine(logprobs: list[list[float | None]]) -> tuple[float, float]:
+    """`preference` of the four answers' logprobs (the last entry of each sequence)."""
+    a1, b1, a2, b2 = (float(lp[-1]) for lp in logprobs)  # type: ignore[arg-type]
+    return preference((a1, b1), (a2, b2))
+
+
+def _reference(problem: Problem) -> str:
+    reference = problem.row.get("reference", problem.answer)
+    if not isinstance(reference, str) or not reference:
+        raise DatasetError(
+            "the reward model scores a lone completion against the problem's reference answer, "
+            'but this problem has none; give each RL prompt a "reference" (or "answer")'
+        )
+    return reference
+
+
+async def train_reward_model(
+    config: RewardModelConfig,
+    service: ServiceClient | None = None,
+    logger: MetricsLogger | None = None,
+) -> RunResult:
+    """Train the pairwise judge by SL on preference pairs; see the module docstring."""
+    run_dir, service, logger = prepare_run(config, service, logger)
+
+    # Set up: the client (fresh, from `init_from`, or resumed) and the rendered pairs.
+    start = await start_or_resume(config, service, run_dir, logger)
+    client = start.client
+    tokenizer = client.get_tokenizer()
+    renderer = get_renderer(
+        config.renderer or default_renderer_name(config.base_model, tokenizer), tokenizer
+    )
+    train_pairs, eval_pairs = _datasets(config)
+    train_data = [_pair_datums(renderer, pair, config.max_length) for pair in train_pairs]
+    steps_per_epoch = max(1, len(train_data) // config.batch_size)
+    total_steps = config.max_steps or config.num_epochs * steps_per_epoch
+    if start.step == 0 and eval_pairs:  # the starting point, for comparison
+        logger.log_metrics(await _evaluate(client, renderer, eval_pairs, config), step=0)
+
+    # Loop: submit step s, then wait for step s-1 (one step in flight).
+    pending: _Pending | None = None
+    metrics: dict[str, float] = {}
+    result = start.result
+    for step in range(start.step, total_steps):
+        batch = _batch(train_data, step, steps_per_epoch, config.batch_size, config.seed)
+        adam = adam_params(config, step, total_steps)
+        fb = client.forward_backward([d for pair in batch for d in pair], "cross_entropy")
+        opt = client.optim_step(adam)
+        if pending is not None:
+            metrics = await _finish_step(pending, logger)
+        pending = (step, len(batch), fb, opt, adam.learning_rate, time.monotonic())
+        done = step + 1
+        if is_due(done, config.eval_every, total_steps):
+            evals = await _evaluate(client, renderer, eval_pairs, config)
+            metrics = await _finish_step(pending, logger, evals)
+            pending = None
+        if is_due(done, config.save_every, total_steps):
+            if pending is not None:
+                metrics = await _finish_step(pending, logger)
+                pending = None
+            result = await save_checkpoint(client, run_dir, done, logger)
+    if pending is not None:
+        metrics = await _finish_step(pending, logger)
+    result.steps = total_steps
+    result.final_metrics = metrics
+    return result
+
+
+def _datasets(config: RewardModelConfig) -> tuple[list[PreferencePair], list[PreferencePair]]:
+    pairs = load_preference_pairs(config.dataset)
+    if config.eval_dataset is not None:
+        return pairs, load_preference_pairs(config.eval_dataset)
+    return split_train_eval(pairs, config.eval_fraction, config.seed)
+
+
+def _text(messages: list[Message]) -> str:
+    return "\n\n".join(m["content"] for m in messages)
+
+
+def _pair_datums(
+    renderer: Renderer, pair: PreferencePair, max_length: int
+) -> tuple[types.Datum, types.Datum]:
+    """The pair in both orders: chosen shown as A (answer "A"), then as B (answer "B")."""
+    chosen, rejected = _text(pair.chosen_messages), _text(pair.rejected_messages)
+    first = render_judge_prompt(renderer, pair.prompt_messages, chosen, rejected, max_length)
+    second = render_judge_prompt(renderer, pair.prompt_messages, rejected, chosen, max_length)
+    return judge_datum(first, "A"), judge_datum(second, "B")
+
+
+def _batch(
+    data: list[tuple[types.Datum, types.Datum]],
+    step: int,
+    steps_per_epoch: int,
+    batch_size: int,
+    seed: int,
+) -> list[tuple[types.Datum, types.Datum]]:
+    """The pairs of `step`: a fixed shuffle per epoch, so a resumed run sees the same ones."""
+    epoch, index = divmod(step, steps_per_epoch)
+    order = list(range(len(data)))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return [data[i] for i in order[index * batch_size : (index + 1) * batch_size]]
+
+
+async def _finish_step(
+    pending: _Pending, logger: MetricsLogger, evals: dict[str, float] | None = None
+) -> dict[str, float]:
+    step, num_pairs, fb, opt, lr, started = pending
+    fb_out, opt_out = await fb, await opt
+    metrics = {
+        "rm_train_nll": fb_out.metrics["loss:sum"] / (2 * num_pairs),  # one token per datum
+        "learning_rate": lr,
+        "num_pairs": float(num_pairs),
+        "step_time_s": time.monotonic() - started,
+    }
+    if opt_out.metrics and "grad_norm" in opt_out.metrics:
+        metrics["grad_norm"] = opt_out.metrics["grad_norm"]
+    metrics |= evals or {}
+    logger.log_metrics(metrics, step=step + 1)
+    return metrics
+
+
+async def _evaluate(
+    client: Any, renderer: Renderer, pairs: list[PreferencePair], config: RewardModelConfig
+) -> dict[str, float]:
+    """The judge's held-out metrics, read from a sampling client of the current weights."""
+    if not pairs:
+        return {}
+    sampler = await client.save_weights_and_get_sampling_client()
+    judge = JudgeReward(sampler, renderer, config.max_length)
+    results = await judge.compare_async(
+        [(p.prompt_messages, _text(p.chosen_messages), _text(p.rejected_messages)) for p in pairs]
+    )
+    probs = [p for p, _ in results]
+    return {
+        "rm_eval_accuracy": statistics.fmean(float(p > 0.5) + 0.5 * (p == 0.5) for p in probs),
+        "rm_eval_prob_chosen": statistics.fmean(probs),
+        "rm_eval_margin": statistics.fmean(m for _, m in results),
+    }
