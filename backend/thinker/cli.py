@@ -1,21 +1,27 @@
 """The `thinker` command: validate, train and evaluate a declarative YAML pipeline.
 
     thinker validate --config pipeline.yaml            # test suite + dataset check
-    thinker train    --config pipeline.yaml            # validate, then train (SL)
+    thinker train    --config pipeline.yaml            # validate, then train
     thinker eval     --config pipeline.yaml [--run-name NAME]  # validate, then evaluate
     thinker run      --config pipeline.yaml            # validate -> train -> eval
 
-Common options: --backend local|tinker (overrides training.backend), --skip-validation
+`training.algorithm` (sl, dpo, rl) picks the training loop; a `stages:` list runs several
+in a row, each from the previous one's final checkpoint (see thinker.pipeline.config).
+
+Common options: --backend local|tinker (overrides the config's backend), --skip-validation
 (debug only: train/eval/run refuse to continue after a failed validation otherwise),
 --run-name NAME (default <config name>-<UTC timestamp>; `eval` defaults to the latest run
 of the config). A run lives in <runs_dir>/<run name>/ with metadata.json, metrics.jsonl,
-checkpoints.jsonl and eval.jsonl.
+checkpoints.jsonl and eval.jsonl; with stages, each stage's metrics.jsonl and
+checkpoints.jsonl are in <run>/<stage name>/, and `train --run-name NAME` again skips the
+stages that finished and resumes the one that was interrupted.
 
 Exit codes:
     0  success
     1  internal error (a bug; THINKER_DEBUG=1 shows the traceback)
     2  config error: bad YAML, schema, missing files, secrets in the file, missing
-       TINKER_API_KEY, or a bad command line
+       TINKER_API_KEY, finished stages of a resumed run that no longer match the config,
+       or a bad command line
     3  validation failed: the test suite or the dataset check
     4  training failed
     5  evaluation failed, or there is no checkpoint to evaluate
@@ -38,7 +44,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the pipeline imports torch-adjacent packages; `--help` should not wait
-    from thinker.pipeline.config import PipelineConfig
+    from thinker.algorithms.common import RunResult
+    from thinker.pipeline.config import PipelineConfig, TrainingSection
     from thinker.pipeline.metadata import RunMetadata
 
 EXIT_OK = 0
@@ -54,7 +61,8 @@ exit codes:
   0  success
   1  internal error (a bug; THINKER_DEBUG=1 shows the traceback)
   2  config error (bad YAML, schema, missing files, secrets in the file,
-     missing TINKER_API_KEY) or a bad command line
+     missing TINKER_API_KEY, finished stages that no longer match the config)
+     or a bad command line
   3  validation failed (test suite or dataset check)
   4  training failed
   5  evaluation failed, or no checkpoint to evaluate
@@ -162,9 +170,17 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
     run_dir = config.runs_dir / run_name
     if work == ["eval"]:
-        _last_checkpoint(run_dir)  # fail before the test suite runs, not after
+        _last_checkpoint(config.final_dir(run_dir))  # fail before the test suite runs
     meta = RunMetadata.open(run_dir, run_name, config, args.command)
     print(f"[thinker] run {run_name}: {run_dir}", flush=True)
+    if "train" in work and config.stages is not None:
+        from thinker.pipeline.train import check_finished_stages
+
+        try:
+            check_finished_stages(config, meta)
+        except ConfigError as e:
+            meta.finish(EXIT_CONFIG)
+            raise _Exit(EXIT_CONFIG, str(e)) from None
     try:
         if getattr(args, "skip_validation", False):
             print("[thinker] validate: skipped (--skip-validation)", flush=True)
@@ -210,18 +226,20 @@ def _latest_run(config: PipelineConfig) -> str:
     from thinker.runs import CHECKPOINTS_FILE
 
     runs_dir: Path = config.runs_dir
-    candidates = (
-        [d for d in runs_dir.glob(f"{config.name}-*") if (d / CHECKPOINTS_FILE).is_file()]
-        if runs_dir.is_dir()
-        else []
-    )
+    candidates = [
+        d
+        for d in (runs_dir.glob(f"{config.name}-*") if runs_dir.is_dir() else [])
+        if (config.final_dir(d) / CHECKPOINTS_FILE).is_file()
+    ]
     if not candidates:
         raise _Exit(
             EXIT_EVALUATION,
             f"no run of '{config.name}' with a checkpoint in {runs_dir}: "
             f"run `thinker train --config {config.source}` first",
         )
-    return max(candidates, key=lambda d: (d / CHECKPOINTS_FILE).stat().st_mtime).name
+    return max(
+        candidates, key=lambda d: (config.final_dir(d) / CHECKPOINTS_FILE).stat().st_mtime
+    ).name
 
 
 def _last_checkpoint(run_dir: Path) -> dict[str, Any]:
@@ -265,18 +283,24 @@ def _validate_stage(config: PipelineConfig, meta: RunMetadata | None) -> None:
 
 
 def _train_stage(config: PipelineConfig, run_dir: Path, meta: RunMetadata) -> None:
-    meta.start_stage("train")
-    print(f"[thinker] train: {config.training.algorithm} on {config.training.backend}", flush=True)
-    try:
-        from thinker.algorithms import sl
+    from thinker.pipeline.train import train_section
 
-        result = asyncio.run(sl.main(config.training.to_sl_config(run_dir)))
+    meta.start_stage("train")
+    algorithms = " -> ".join(str(s.name or s.algorithm) for s in config.sections)
+    print(f"[thinker] train: {algorithms} on {config.backend}", flush=True)
+    try:
+        if config.stages is None:
+            result = asyncio.run(train_section(config.final, run_dir, run_dir))
+        else:
+            result = _train_stages(config, run_dir, meta)
+    except _Exit as e:
+        meta.finish_stage("train", "failed", error=e.message)
+        raise
     except Exception as e:
         meta.finish_stage("train", "failed", error=_describe(e))
         raise _Exit(
             EXIT_TRAINING,
-            f"training failed ({config.training.backend} backend, config {config.source}): "
-            f"{_describe(e)}",
+            f"training failed ({config.backend} backend, config {config.source}): {_describe(e)}",
         ) from e
     meta.finish_stage(
         "train",
@@ -289,13 +313,114 @@ def _train_stage(config: PipelineConfig, run_dir: Path, meta: RunMetadata) -> No
     print(f"[thinker] train: {result.steps} steps; checkpoint {result.sampler_path}", flush=True)
 
 
-def _eval_stage(config: PipelineConfig, run_dir: Path, meta: RunMetadata) -> None:
-    checkpoint = _last_checkpoint(run_dir)
-    output: Path = config.evaluation.output or run_dir / "eval.jsonl"
-    meta.start_stage("eval")
-    try:
-        from thinker.pipeline.evaluate import run_evaluation
+def _train_stages(config: PipelineConfig, run_dir: Path, meta: RunMetadata) -> RunResult:
+    """Each stage in turn: skipped if it finished before, else trained from the previous one."""
+    from thinker.pipeline.train import finished_result
 
+    previous = None
+    for stage in config.stages or []:
+        done = finished_result(meta, stage)
+        if done is not None:
+            print(f"[thinker] train: stage {stage.name} finished before; skipped", flush=True)
+        previous = done or _train_one_stage(config, run_dir, meta, stage, previous)
+    assert previous is not None  # a stages list is never empty
+    return previous
+
+
+def _train_one_stage(
+    config: PipelineConfig,
+    run_dir: Path,
+    meta: RunMetadata,
+    stage: TrainingSection,
+    previous: RunResult | None,
+) -> RunResult:
+    from thinker.pipeline.metadata import section_fingerprint
+    from thinker.pipeline.train import stage_overrides, train_section
+    from thinker.runs import CHECKPOINTS_FILE
+
+    stage_dir = config.section_dir(run_dir, stage)
+    overrides = stage_overrides(stage, previous)
+    init_from = overrides.get("init_from", stage.init_from)
+    resuming = (stage_dir / CHECKPOINTS_FILE).is_file()
+    start = "its checkpoints.jsonl" if resuming else init_from
+    print(
+        f"[thinker] train: stage {stage.name} ({config.where(stage)}, {stage.algorithm}) in "
+        f"{stage_dir}" + (f", from {start}" if start else ""),
+        flush=True,
+    )
+    meta.start_training_stage(
+        str(stage.name),
+        run_dir=str(stage_dir),
+        init_from=init_from,
+        resumed=resuming,
+        config_fingerprint=section_fingerprint(stage),
+    )
+    try:
+        result = asyncio.run(train_section(stage, stage_dir, run_dir, **overrides))
+    except Exception as e:
+        meta.finish_training_stage("failed", error=_describe(e))
+        raise _Exit(
+            EXIT_TRAINING,
+            f"training failed in stage {stage.name} ({config.where(stage)}: {stage.algorithm}, "
+            f"{config.backend} backend, config {config.source}): {_describe(e)}",
+        ) from e
+    meta.finish_training_stage(
+        "passed",
+        steps=result.steps,
+        state_path=result.state_path,
+        sampler_path=result.sampler_path,
+        final_metrics=result.final_metrics,
+    )
+    return result
+
+
+def _eval_stage(config: PipelineConfig, run_dir: Path, meta: RunMetadata) -> None:
+    """Generation eval after SL (or on a named set); after DPO and RL, also the held-out
+    figures their training logged."""
+    from thinker.pipeline.config import SLTraining
+    from thinker.pipeline.evaluate import generates, held_out_metrics
+
+    final = config.final
+    checkpoint = _last_checkpoint(config.final_dir(run_dir))
+    meta.start_stage("eval")
+    metrics: dict[str, float] = {}
+    details: dict[str, Any] = {}
+    if not isinstance(final, SLTraining):
+        first, metrics = held_out_metrics(config, run_dir)
+        details.update(held_out_from_training=True, held_out_first_logged=first)
+        shown = " ".join(f"{k}={first.get(k, v):.4g}->{v:.4g}" for k, v in metrics.items())
+        print(
+            f"[thinker] eval: {final.algorithm} held-out metrics logged by training, first -> "
+            f"last: {shown or 'none (nothing held out)'}",
+            flush=True,
+        )
+    if generates(config):
+        generated, details["output"] = _generation_eval(config, run_dir, meta, checkpoint)
+        metrics.update(generated)
+    else:
+        print(
+            "[thinker] eval: no answers generated (set evaluation.dataset to a set of chat "
+            "rows to score exact match)",
+            flush=True,
+        )
+    meta.finish_stage(
+        "eval",
+        "passed",
+        metrics=metrics,
+        checkpoint=checkpoint["sampler_path"],
+        checkpoint_step=checkpoint.get("step"),
+        **details,
+    )
+
+
+def _generation_eval(
+    config: PipelineConfig, run_dir: Path, meta: RunMetadata, checkpoint: dict[str, Any]
+) -> tuple[dict[str, float], str]:
+    """Generated answers scored on the evaluation set (and the base model's, if asked)."""
+    from thinker.pipeline.evaluate import run_evaluation
+
+    output: Path = config.evaluation.output or run_dir / "eval.jsonl"
+    try:
         metrics = run_evaluation(config, run_dir, checkpoint["sampler_path"], output)
         if config.evaluation.compare_base:
             base_output = output.with_name(f"{output.stem}_base{output.suffix}")
@@ -304,16 +429,9 @@ def _eval_stage(config: PipelineConfig, run_dir: Path, meta: RunMetadata) -> Non
     except Exception as e:
         meta.finish_stage("eval", "failed", error=_describe(e))
         raise _Exit(EXIT_EVALUATION, f"evaluation failed: {_describe(e)}") from e
-    meta.finish_stage(
-        "eval",
-        "passed",
-        metrics=metrics,
-        output=str(output),
-        checkpoint=checkpoint["sampler_path"],
-        checkpoint_step=checkpoint.get("step"),
-    )
     shown = " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
     print(f"[thinker] eval: {shown} ({output})", flush=True)
+    return metrics, str(output)
 
 
 def _describe(e: BaseException) -> str:

@@ -345,6 +345,71 @@ def test_run_trains_evaluates_and_records_everything(
     assert meta["stages"]["eval"]["metrics"]["eval_nll"] == pytest.approx(metrics["eval_nll"])
 
 
+def write_rl_config(tmp_path: Path, rows: list[Any] | None = None) -> tuple[Path, Path]:
+    """A one-algorithm RL pipeline (exact match on sums), 2 tiny steps: (config, its data)."""
+    rows = rows or [{"prompt": f"{a}+{a}", "answer": str(2 * a)} for a in range(8)]
+    data = write_jsonl(tmp_path / "data" / "problems.jsonl", rows)
+    training = {
+        "algorithm": "rl",
+        "base_model": "thinker/tiny",
+        "dataset": "data/problems.jsonl",
+        "eval_fraction": 0.25,
+        "lora_rank": 8,
+        "group_size": 2,
+        "groups_per_batch": 2,
+        "max_tokens": 4,
+        "max_steps": 2,
+        "eval_every": 0,
+        "save_every": 0,
+    }
+    path = tmp_path / "rl.yaml"
+    path.write_text(yaml.safe_dump({"name": "tiny-rl", "runs_dir": "runs", "training": training}))
+    return path, data
+
+
+def test_an_rl_problem_the_reward_cannot_score_exits_3_with_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [{"prompt": "1+1", "answer": "2"}, {"prompt": "2+2"}, {"messages": "3+3", "answer": 6}]
+    path, data = write_rl_config(tmp_path, rows)
+    code, _, err = run_cli(capsys, "validate", "--config", str(path))
+    assert code == 3
+    assert_error_format(err)
+    assert f"{data}:2: answer: missing (the exact_match reward compares completions with it)" in err
+    assert f"{data}:3: messages: expected array, got string" in err
+    assert "as RL problems (exact_match reward): 2 problem(s)" in err
+
+
+def test_run_dispatches_to_the_rl_loop_and_records_its_held_out_reward(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny forwards: a second thread only waits on a shared CPU
+    try:
+        path, _ = write_rl_config(tmp_path)
+        code, out, err = run_cli(capsys, "run", "--config", str(path), "--run-name", "r1")
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0, err
+
+    run_dir = tmp_path / "runs" / "r1"
+    written = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert (written["log_path"], written["group_size"]) == (str(run_dir), 2)  # an RLConfig
+    checkpoints = [json.loads(x) for x in (run_dir / "checkpoints.jsonl").read_text().splitlines()]
+    assert checkpoints[-1]["step"] == 2
+    assert (run_dir / "rollouts" / "step_000002.jsonl").is_file()  # the RL loop ran here
+    meta = read_metadata(run_dir)
+    assert "training_stages" not in meta
+    assert meta["stages"]["train"]["steps"] == 2
+    evaluation = meta["stages"]["eval"]
+    assert set(evaluation["metrics"]) == {"eval_reward_mean"}
+    assert evaluation["held_out_from_training"] is True
+    assert not (run_dir / "eval.jsonl").exists()
+    assert "no answers generated (set evaluation.dataset" in out
+
+
 def test_sigterm_marks_the_run_interrupted_and_train_resumes_it(tmp_path: Path) -> None:
     """A real `python -m thinker train` killed mid-run: exit 130, then the same run resumes."""
     config = write_config(

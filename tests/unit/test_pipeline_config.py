@@ -1,18 +1,29 @@
-"""The pipeline config loader, plus the pure parts of metadata and evaluation."""
+"""The pipeline config loader (each algorithm, and the stages form), the dataset check of
+the validate stage, and the pure parts of metadata and evaluation."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from thinker.algorithms.dpo_config import DPOConfig
+from thinker.algorithms.rl_config import RLConfig
+from thinker.algorithms.rlhf import RLHFConfig
+from thinker.algorithms.sl_config import SLConfig
 from thinker.errors import ConfigError
 from thinker.pipeline.config import (
+    DPOTraining,
     PipelineConfig,
+    RLHFTraining,
+    RLTraining,
+    SLTraining,
     check_backend_environment,
     load_pipeline_config,
 )
@@ -23,9 +34,12 @@ from thinker.pipeline.metadata import (
     secret_values,
     write_json_atomically,
 )
+from thinker.pipeline.validate import validate
 
 REPO = Path(__file__).resolve().parents[2]
 ROW = {"messages": [{"role": "user", "content": "1+2"}, {"role": "assistant", "content": "3"}]}
+PAIR = {"prompt": "1+2", "chosen": "3", "rejected": "I am not sure, maybe 4."}
+PROBLEM = {"prompt": "1+2", "answer": "3"}
 
 
 @pytest.fixture
@@ -35,6 +49,8 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "configs").mkdir()
     for name in ("train.jsonl", "test.jsonl"):
         (tmp_path / "data" / name).write_text(json.dumps(ROW) + "\n")
+    (tmp_path / "data" / "pairs.jsonl").write_text(json.dumps(PAIR) + "\n")
+    (tmp_path / "data" / "problems.jsonl").write_text(json.dumps(PROBLEM) + "\n")
     return tmp_path
 
 
@@ -143,8 +159,9 @@ def test_the_error_message_lists_every_problem(project: Path) -> None:
 
 def test_missing_sections_and_unknown_sections(project: Path) -> None:
     problems = problems_of(write(project, {"name": "demo", "trainign": {}}))
-    assert "training: Field required" in problems
+    assert "training: Field required (or `stages:`, a list of training sections)" in problems
     assert "trainign: Extra inputs are not permitted" in problems
+    assert len(problems) == 2
 
 
 def test_a_disabled_test_suite_need_not_exist(project: Path) -> None:
@@ -157,9 +174,11 @@ def test_the_run_directory_is_not_configurable_in_training(project: Path) -> Non
     assert len(problems) == 1 and problems[0].startswith("training.log_path: set by the pipeline")
 
 
-def test_only_the_sl_algorithm_exists_for_now(project: Path) -> None:
+def test_an_unknown_algorithm_is_named_with_the_choices(project: Path) -> None:
     problems = problems_of(write(project, minimal(algorithm="ppo")))
-    assert problems == ["training.algorithm: Input should be 'sl'"]
+    assert problems == [
+        "training.algorithm: unknown algorithm 'ppo'; expected one of sl, dpo, rl, rlhf"
+    ]
 
 
 def test_evaluation_needs_something_to_evaluate_on(project: Path) -> None:
@@ -195,6 +214,251 @@ def test_a_bad_schema_type_names_its_index(project: Path) -> None:
 def test_a_name_must_be_usable_as_a_directory_name(project: Path) -> None:
     problems = problems_of(write(project, {**minimal(), "name": "../escape"}))
     assert len(problems) == 1 and problems[0].startswith("name:")
+
+
+# ---- one algorithm each -------------------------------------------------------------------
+
+
+def test_each_algorithm_is_checked_by_its_own_config_class(project: Path) -> None:
+    dpo = load_pipeline_config(
+        write(project, minimal(algorithm="dpo", dataset="../data/pairs.jsonl", beta=0.2))
+    )
+    assert isinstance(dpo.training, DPOTraining) and dpo.training.beta == 0.2
+    assert type(dpo.training.to_run_config(project / "r")) is DPOConfig
+    rl = load_pipeline_config(
+        write(
+            project,
+            minimal(algorithm="rl", dataset="../data/problems.jsonl", group_size=4, reward={}),
+        )
+    )
+    assert isinstance(rl.training, RLTraining)
+    assert (rl.training.group_size, rl.training.reward.type) == (4, "exact_match")
+    assert type(rl.training.to_run_config(project / "r")) is RLConfig
+    assert rl.final is rl.training and rl.sections == [rl.training]
+
+
+def test_errors_name_the_field_not_the_algorithm(project: Path) -> None:
+    """pydantic puts the union's tag in the location (training.dpo.beta); it is left out."""
+    dpo = minimal(algorithm="dpo", dataset="../data/pairs.jsonl", beta=-1, train_on_what="all")
+    problems = problems_of(write(project, dpo))
+    assert sorted(problems) == [
+        "training.beta: Input should be greater than 0",
+        "training.train_on_what: Extra inputs are not permitted",  # an SL field
+    ]
+    rl = minimal(algorithm="rl", dataset="../data/problems.jsonl", reward={"type": "exact"})
+    (problem,) = problems_of(write(project, rl))
+    assert problem.startswith("training.reward.type: Input should be 'exact_match', 'regex'")
+
+
+def test_after_dpo_or_rl_the_eval_stage_needs_no_evaluation_set(project: Path) -> None:
+    """Their held-out metrics are logged by training; generation eval is optional."""
+    for algorithm, data in (("dpo", "pairs"), ("rl", "problems")):
+        path = write(project, minimal(algorithm=algorithm, dataset=f"../data/{data}.jsonl"))
+        assert load_pipeline_config(path).evaluation.dataset is None
+
+
+def test_rlhf_resolves_the_paths_of_its_three_sections(project: Path) -> None:
+    config = {
+        "name": "demo",
+        "training": {
+            "algorithm": "rlhf",
+            "lora_rank": 8,
+            "sl": {"dataset": "../data/train.jsonl"},
+            "rm": {"dataset": "../data/pairs.jsonl"},
+            "rl": {"dataset": "../data/problems.jsonl", "eval_dataset": "../data/nope.jsonl"},
+        },
+    }
+    problems = problems_of(write(project, config))
+    assert problems == [f"training.rl.eval_dataset: file not found: {project / 'data/nope.jsonl'}"]
+    del config["training"]["rl"]["eval_dataset"]  # type: ignore[index]
+    loaded = load_pipeline_config(write(project, config))
+    assert isinstance(loaded.training, RLHFTraining)
+    assert loaded.datasets() == {
+        "training.sl.dataset": project / "data" / "train.jsonl",
+        "training.rm.dataset": project / "data" / "pairs.jsonl",
+        "training.rl.dataset": project / "data" / "problems.jsonl",
+    }
+    run = loaded.training.to_run_config(project / "runs" / "r")
+    assert type(run) is RLHFConfig and run.rl.log_path == project / "runs" / "r" / "rl"
+    assert run.sl.lora_rank == 8
+    assert loaded.final_dir(project / "runs" / "r") == project / "runs" / "r" / "rl"
+
+
+# ---- stages --------------------------------------------------------------------------------
+
+
+def two_stages(**shared: Any) -> dict[str, Any]:
+    return {
+        "name": "demo",
+        "training": shared,
+        "stages": [
+            {"name": "sft", "algorithm": "sl", "dataset": "../data/train.jsonl", "max_steps": 3},
+            {"algorithm": "rl", "dataset": "../data/problems.jsonl", "seed": 7},
+        ],
+    }
+
+
+def test_stages_inherit_the_shared_settings_and_a_stage_may_set_its_own(project: Path) -> None:
+    config = load_pipeline_config(write(project, two_stages(lora_rank=8, seed=3)))
+    sft, rl = config.sections
+    assert isinstance(sft, SLTraining) and isinstance(rl, RLTraining)
+    assert config.training is None and config.final is rl
+    assert (sft.name, rl.name) == ("sft", "rl")  # a stage's name defaults to its algorithm
+    assert (sft.lora_rank, rl.lora_rank) == (8, 8)
+    assert (sft.seed, rl.seed) == (3, 7)  # the stage's own value wins
+    assert (sft.dataset, rl.dataset) == (
+        project / "data/train.jsonl",
+        project / "data/problems.jsonl",
+    )
+    assert [config.where(s) for s in config.sections] == ["stages[0]", "stages[1]"]
+    run = project / "runs" / "r"
+    assert [config.section_dir(run, s) for s in config.sections] == [run / "sft", run / "rl"]
+    assert config.final_dir(run) == run / "rl"
+    assert config.base_model == "thinker/tiny" and config.backend == "local"
+    assert list(config.datasets()) == ["stages[0].dataset", "stages[1].dataset"]
+
+
+def test_stage_errors_are_named_by_index_and_reported_at_once(project: Path) -> None:
+    config = two_stages(lora_rank=8, dataset="../data/train.jsonl")
+    config["stages"][1].update(learning_rate=0, init_from="thinker://x/weights/y", lora_rank=4)
+    config["stages"] += [
+        {"algorithm": "rlhf"},
+        {"name": "sft", "algorithm": "dpo", "dataset": "../data/pairs.jsonl", "bogus": 1},
+        {"algorithm": "ppo"},
+    ]
+    problems = problems_of(write(project, config))
+    expected = [
+        "training.dataset: with `stages:`, `training:` holds only the settings every stage "
+        "shares (base_model, backend, quantization, lora_rank, seed, renderer); set dataset in "
+        "each stage",
+        "stages[1].init_from: set by the pipeline (the previous stage's final checkpoint); "
+        "remove it",
+        "stages[1].lora_rank: 4 differs from stages[0]'s 8; each stage continues the previous "
+        "one's weights, so all share one lora_rank (give it once in `training:`)",
+        "stages[3].name: 'sft' is also the name of stages[0]; each stage needs a directory of "
+        "its own",
+        "stages[1].learning_rate: Input should be greater than 0",
+        "stages[2].algorithm: rlhf cannot be a stage: it is itself the stages sl -> rm -> rl; "
+        "use it as `training.algorithm`",
+        "stages[3].bogus: Extra inputs are not permitted",
+        "stages[4].algorithm: unknown algorithm 'ppo'; expected one of sl, dpo, rl",
+    ]
+    assert problems == expected
+
+
+def test_stages_must_share_one_base_model(project: Path) -> None:
+    config = two_stages()
+    config["stages"][1]["base_model"] = "Qwen/Qwen3-0.6B"
+    (problem,) = problems_of(write(project, config))
+    assert problem.startswith("stages[1].base_model: 'Qwen/Qwen3-0.6B' differs from stages[0]'s")
+
+
+def test_an_empty_stage_list_and_a_named_training_section_are_refused(project: Path) -> None:
+    assert problems_of(write(project, {"name": "demo", "stages": []})) == [
+        "stages: List should have at least 1 item after validation, not 0"
+    ]
+    assert problems_of(write(project, minimal(name="x"))) == [
+        "training.name: only stages have names (the pipeline's `name` names the run)"
+    ]
+
+
+def test_the_backend_override_reaches_every_stage(project: Path) -> None:
+    config = load_pipeline_config(write(project, two_stages(backend="local")), backend="tinker")
+    assert [s.backend for s in config.sections] == ["tinker", "tinker"]
+    assert config.backend == "tinker"
+
+
+def test_the_stages_fingerprint_round_trips(project: Path) -> None:
+    config = load_pipeline_config(write(project, two_stages(lora_rank=8)))
+    dumped = config.model_dump(by_alias=True)
+    assert config_fingerprint(PipelineConfig.model_validate(dumped)) == config_fingerprint(config)
+
+
+# ---- the dataset check, per algorithm ------------------------------------------------------
+
+
+def jsonl(path: Path, rows: list[Any]) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def test_each_dataset_is_checked_as_its_algorithm_reads_it(project: Path) -> None:
+    data = project / "data"
+    sft = jsonl(data / "sft.jsonl", [ROW, {"messages": [{"role": "user", "content": "1+2"}]}])
+    pairs = jsonl(
+        data / "bad_pairs.jsonl",
+        [
+            {"prompt": "1+2", "rejected": "4"},
+            PAIR,
+            {"prompt": "1+2", "chosen": "3", "rejected": "3"},
+        ],
+    )
+    problems = jsonl(
+        data / "bad_problems.jsonl",
+        [PROBLEM, {"prompt": "1+2"}, {"prompt": "1+2", "messages": [], "answer": 3}, "[1]"],
+    )
+    config = {
+        "name": "demo",
+        "stages": [
+            {"algorithm": "sl", "dataset": str(sft)},
+            {"algorithm": "dpo", "dataset": str(pairs)},
+            {"algorithm": "rl", "dataset": str(problems), "eval_dataset": str(problems)},
+        ],
+    }
+    err = io.StringIO()
+    report = validate(load_pipeline_config(write(project, config)), out=io.StringIO(), err=err)
+
+    assert not report.ok
+    by_path = {check.path: check for check in report.datasets}
+    assert list(by_path) == [sft, pairs, problems]  # the RL file is checked once
+    assert by_path[sft].errors == [f"{sft}:2: messages: has no assistant message"]
+    assert by_path[pairs].errors == [
+        f"{pairs}:1: chosen: missing",
+        f"{pairs}:3: rejected: is identical to chosen: the pair carries no preference",
+    ]
+    assert by_path[problems].errors == [
+        f"{problems}:2: answer: missing (the exact_match reward compares completions with it)",
+        f"{problems}:3: messages: is empty",
+        f"{problems}:3: prompt: give exactly one of 'prompt' or 'messages'",
+        f"{problems}:4: row is a JSON array, expected an object",
+    ]
+    assert by_path[problems].kind == "RL problems (exact_match reward)"
+    assert f"{problems}:2: answer: missing" in err.getvalue()
+    assert report.metrics()["dataset_errors"] == 7
+
+
+def test_the_reward_decides_what_a_problem_needs(project: Path) -> None:
+    """exact_match reads `answer`, code reads `tests`, a regex reward neither."""
+    data = jsonl(project / "data" / "p.jsonl", [{"prompt": "x"}, {"prompt": "y", "tests": ["1"]}])
+
+    def errors(reward: dict[str, Any]) -> list[str]:
+        training = minimal(algorithm="rl", dataset=str(data), reward=reward)
+        config = load_pipeline_config(write(project, training))
+        return validate(config, out=io.StringIO(), err=io.StringIO()).datasets[0].errors
+
+    assert errors({"type": "code"}) == [
+        f"{data}:1: tests: missing (the code reward runs completions against them)"
+    ]
+    assert len(errors({"type": "exact_match"})) == 2
+    assert errors({"type": "regex", "pattern": "x"}) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "good", "bad", "message"),
+    [
+        ("preferences", PAIR, {"prompt": "1+2", "chosen": "3"}, "rejected: missing"),
+        ("problems", PROBLEM, {"prompt": "1+2"}, "answer or tests: missing"),
+    ],
+)
+def test_data_validation_kinds_for_preferences_and_problems(
+    project: Path, kind: str, good: Any, bad: Any, message: str
+) -> None:
+    path = jsonl(project / "data" / f"{kind}.jsonl", [good, bad])
+    config = {**minimal(), "data_validation": {"path": str(path), "kind": kind}}
+    (check,) = validate(
+        load_pipeline_config(write(project, config)), out=io.StringIO(), err=io.StringIO()
+    ).datasets
+    assert len(check.errors) == 1 and check.errors[0].startswith(f"{path}:2: {message}")
 
 
 # ---- YAML itself -----------------------------------------------------------------------
@@ -275,22 +539,36 @@ def test_tinker_needs_its_key_in_the_environment(
     check_backend_environment(load_pipeline_config(write(project, minimal())))  # local: no key
 
 
-def test_to_sl_config_writes_into_the_run_directory(project: Path) -> None:
+def test_to_run_config_writes_into_the_run_directory(project: Path) -> None:
     config = load_pipeline_config(write(project, minimal(learning_rate=0.003, max_steps=5)))
-    sl = config.training.to_sl_config(project / "runs" / "r1")
+    assert isinstance(config.training, SLTraining)
+    sl = config.training.to_run_config(project / "runs" / "r1", init_from="thinker://a/weights/b")
+    assert type(sl) is SLConfig
     assert sl.log_path == project / "runs" / "r1"
     assert (sl.learning_rate, sl.max_steps, sl.dataset) == (0.003, 5, config.training.dataset)
+    assert sl.init_from == "thinker://a/weights/b"
 
 
-@pytest.mark.parametrize("name", ["arithmetic", "reversal", "code_review"])
+@pytest.mark.parametrize("name", sorted(p.stem for p in (REPO / "configs").glob("[a-z]*.yaml")))
 def test_the_presets_load(name: str) -> None:
     config = load_pipeline_config(REPO / "configs" / f"{name}.yaml")
     assert config.name == name
-    assert config.training.base_model == "thinker/tiny"
-    assert config.training.backend == "local"
+    assert config.base_model == "thinker/tiny"
+    assert config.backend == "local"
     assert config.runs_dir == REPO / "runs"
     header = (REPO / "configs" / f"{name}.yaml").read_text().splitlines()[0]
-    assert header == f"# thinker run --config configs/{name}.yaml"
+    assert re.fullmatch(rf"# thinker (run|train) --config configs/{name}\.yaml", header), header
+
+
+@pytest.mark.parametrize(
+    ("name", "algorithms"), [("sl_then_dpo", ["sl", "dpo"]), ("rl", ["sl", "rl"])]
+)
+def test_the_stage_presets(name: str, algorithms: list[str]) -> None:
+    config = load_pipeline_config(REPO / "configs" / f"{name}.yaml")
+    assert [s.algorithm for s in config.sections] == algorithms
+    assert all(s.init_from is None for s in config.sections)  # set by the pipeline
+    report = validate(config, out=io.StringIO(), err=io.StringIO())
+    assert report.ok, report.failure()
 
 
 # ---- metadata helpers ----------------------------------------------------------------------

@@ -13,6 +13,12 @@ For each example (a conversation whose last message is the assistant's reference
 
 Evaluating a checkpoint needs its sampler path; without one the base model is evaluated,
 which gives the before-training figure to compare against.
+
+After DPO or RL the held-out figures that matter (preference accuracy and margin, mean
+reward) are computed by training itself on its held-out split and logged to metrics.jsonl;
+`held_out_metrics` reads the first and last of them back, so the eval stage records them without
+recomputing anything. Generation eval then runs only where `evaluation.dataset` names a set
+of chat rows.
 """
 
 from __future__ import annotations
@@ -29,8 +35,16 @@ from tinker import types
 from thinker.data import load_conversations, split_train_eval
 from thinker.engine import ServiceClient
 from thinker.errors import DatasetError
-from thinker.pipeline.config import PipelineConfig
+from thinker.pipeline.config import (
+    RLHF_STAGES,
+    PipelineConfig,
+    RLHFTraining,
+    RLTraining,
+    SLTraining,
+    TrainingSection,
+)
 from thinker.renderers import Message, Renderer, TrainOnWhat, default_renderer_name, get_renderer
+from thinker.runs import METRICS_FILE, read_jsonl
 
 
 @dataclass(frozen=True)
@@ -177,48 +191,95 @@ def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 def eval_conversations(config: PipelineConfig) -> list[list[Message]]:
-    """The evaluation set: `evaluation.dataset`, else `training.eval_dataset`, else the exact
-    split that SL held out of `training.dataset` (same fraction, same seed)."""
-    t, ev = config.training, config.evaluation
+    """The evaluation set: `evaluation.dataset`; else, after SL, `eval_dataset` or the exact
+    split that SL held out of `dataset` (same fraction, same seed)."""
+    final, ev = config.final, config.evaluation
     if ev.dataset is not None:
         conversations = load_conversations(ev.dataset)
-    elif t.eval_dataset is not None:
-        conversations = load_conversations(t.eval_dataset)
+    elif not isinstance(final, SLTraining):
+        raise DatasetError(
+            f"no evaluation.dataset: after {final.algorithm} the eval stage generates answers "
+            "only on a set of chat rows named there"
+        )
+    elif final.eval_dataset is not None:
+        conversations = load_conversations(final.eval_dataset)
     else:
-        _, conversations = split_train_eval(load_conversations(t.dataset), t.eval_fraction, t.seed)
+        conversations = load_conversations(final.dataset)
+        _, conversations = split_train_eval(conversations, final.eval_fraction, final.seed)
     return conversations[: ev.max_samples] if ev.max_samples else conversations
 
 
+def generates(config: PipelineConfig) -> bool:
+    """Whether the eval stage generates answers: always after SL, else only on a named set."""
+    return isinstance(config.final, SLTraining) or config.evaluation.dataset is not None
+
+
+def held_out_metrics(
+    config: PipelineConfig, run_dir: Path
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The first and the last held-out figures the final section's training logged to its
+    metrics.jsonl: the `eval_*` values of the first and last lines that have any (RLHF: also
+    its reward model's `rm_eval_*`). Empty where training held nothing out."""
+    final_dir = config.section_dir(run_dir, config.final)
+    dirs = [final_dir]
+    if isinstance(config.final, RLHFTraining):
+        dirs = [final_dir / name for name in RLHF_STAGES[1:]]  # the judge's, then the policy's
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
+    for directory in dirs:
+        held_out = [
+            {k: v for k, v in record.items() if k.startswith(("eval_", "rm_eval_"))}
+            for record in read_jsonl(directory / METRICS_FILE)
+        ]
+        held_out = [h for h in held_out if h]
+        if held_out:
+            first.update(held_out[0])
+            last.update(held_out[-1])
+    return first, last
+
+
 def run_evaluation(
-    config: PipelineConfig, run_dir: Path, sampler_path: str | None, output: Path
+    config: PipelineConfig, storage_dir: Path, sampler_path: str | None, output: Path
 ) -> dict[str, float]:
-    """Evaluate a checkpoint's sampler weights (None: the base model) on the evaluation set."""
-    t, ev = config.training, config.evaluation
+    """Generate and score answers on the evaluation set with a checkpoint's sampler weights
+    (None: the base model). `storage_dir` is where the run's thinker:// paths live."""
+    final, ev = config.final, config.evaluation
     conversations = eval_conversations(config)
+    train_on_what, max_length = _eval_rendering(final)
 
     async def go() -> dict[str, float]:
-        if t.backend == "local":
-            service = ServiceClient("local", storage_dir=run_dir)
+        if final.backend == "local":
+            service = ServiceClient("local", storage_dir=storage_dir)
         else:
             service = ServiceClient("tinker")
         if sampler_path is not None:
             client = await service.create_sampling_client(model_path=sampler_path)
         else:
-            client = await service.create_sampling_client(base_model=t.base_model)
+            client = await service.create_sampling_client(base_model=final.base_model)
         tokenizer = client.get_tokenizer()
         renderer = get_renderer(
-            t.renderer or default_renderer_name(t.base_model, tokenizer), tokenizer
+            final.renderer or default_renderer_name(final.base_model, tokenizer), tokenizer
         )
         return await evaluate(
             conversations,
             client,
             renderer,
-            train_on_what=t.train_on_what,
-            max_length=t.max_length,
+            train_on_what=train_on_what,
+            max_length=max_length,
             max_tokens=ev.max_tokens,
             temperature=ev.temperature,
-            seed=t.seed,
+            seed=final.seed,
             output=output,
         )
 
     return asyncio.run(go())
+
+
+def _eval_rendering(section: TrainingSection) -> tuple[TrainOnWhat, int | None]:
+    """Which tokens the NLL covers and where examples are cut: as SL trained, else the last
+    assistant message, cut where the algorithm cuts its sequences (RL does not)."""
+    if isinstance(section, SLTraining):
+        return section.train_on_what, section.max_length
+    if isinstance(section, RLTraining | RLHFTraining):  # the policy's last stage is RL
+        return TrainOnWhat.LAST_ASSISTANT_MESSAGE, None
+    return TrainOnWhat.LAST_ASSISTANT_MESSAGE, section.max_length

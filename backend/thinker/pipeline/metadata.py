@@ -2,11 +2,16 @@
 
 It records the run name, config path and fingerprint (SHA-256 of the canonical JSON of the
 resolved config), git commit, dataset SHA-256s, package versions, backend, the status,
-timestamps and metrics of each stage, and the exit code. It is rewritten atomically (a
-temporary file then `os.replace`) after every stage, so a reader never sees half a file and
-a crash leaves the last complete state behind. Nothing in it comes from the environment, and
-every string is scrubbed of the values of secret-looking environment variables before it is
-written.
+timestamps and metrics of each stage (validate, train, eval), and the exit code. A config
+with `stages:` also gets `training_stages`, one record per training stage in order: its
+name, algorithm, status (pending, running, passed, failed, interrupted), run directory,
+the checkpoint it started from, its final checkpoint and final metrics, and the fingerprint
+of its settings; a later command on the same run reads it to skip the finished stages.
+
+It is rewritten atomically (a temporary file then `os.replace`) after every stage, so a
+reader never sees half a file and a crash leaves the last complete state behind. Nothing in
+it comes from the environment, and every string is scrubbed of the values of secret-looking
+environment variables before it is written.
 """
 
 from __future__ import annotations
@@ -25,12 +30,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # kept out of the import so that `scrub` costs nothing to import
+    from pydantic import BaseModel
+
     from thinker.pipeline.config import PipelineConfig
 
 METADATA_FILE = "metadata.json"
 PACKAGES = ("thinker", "torch", "transformers", "peft", "tinker")
 StageName = Literal["validate", "train", "eval"]
 StageStatus = Literal["running", "passed", "failed", "skipped", "interrupted"]
+TRAINING_STAGES = "training_stages"
 
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 _MIN_SECRET_LEN = 6  # shorter values ("1", "true") would scrub ordinary text
@@ -43,7 +51,16 @@ def utc_now() -> str:
 
 def config_fingerprint(config: PipelineConfig) -> str:
     """SHA-256 of the resolved config as canonical JSON (sorted keys, no whitespace)."""
-    canonical = json.dumps(config.fingerprint_json(), sort_keys=True, separators=(",", ":"))
+    return _sha256_json(config.fingerprint_json())
+
+
+def section_fingerprint(section: BaseModel) -> str:
+    """SHA-256 of one training section's settings, as canonical JSON."""
+    return _sha256_json(section.model_dump(mode="json"))
+
+
+def _sha256_json(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -76,15 +93,13 @@ def package_versions() -> dict[str, str | None]:
 
 
 def dataset_hashes(config: PipelineConfig) -> dict[str, dict[str, str]]:
-    """`{"training.dataset": {"path": ..., "sha256": ...}, ...}` for every dataset file named."""
+    """`{"training.dataset": {"path": ..., "sha256": ...}, ...}` for every dataset file named
+    (`stages[0].dataset`, ... in the stages form)."""
     from thinker.data import dataset_sha256
 
-    named = {
-        "training.dataset": config.training.dataset,
-        "training.eval_dataset": config.training.eval_dataset,
-        "evaluation.dataset": config.evaluation.dataset,
-        "data_validation.path": config.data_validation.path if config.data_validation else None,
-    }
+    named: dict[str, Path | None] = dict(config.datasets())
+    named["evaluation.dataset"] = config.evaluation.dataset
+    named["data_validation.path"] = config.data_validation.path if config.data_validation else None
     return {
         role: {"path": str(path), "sha256": dataset_sha256(path)}
         for role, path in named.items()
@@ -147,6 +162,7 @@ class RunMetadata:
         self.path = self.run_dir / METADATA_FILE
         self.data = data
         self._started: dict[str, float] = {}
+        self._open_training_stage: tuple[str, float] | None = None  # (name, monotonic start)
 
     @classmethod
     def open(
@@ -163,6 +179,7 @@ class RunMetadata:
             except (OSError, json.JSONDecodeError):
                 data = {}
         hashes = dataset_hashes(config)
+        first_dataset = next(iter(config.datasets()), "")  # the first stage's training set
         data.update(
             {
                 "run_name": run_name,
@@ -177,14 +194,22 @@ class RunMetadata:
                 "config_fingerprint": config_fingerprint(config),
                 "config": config.fingerprint_json(),
                 "git_commit": git_commit(config.source.parent if config.source else Path.cwd()),
-                "backend": config.training.backend,
-                "base_model": config.training.base_model,
-                "dataset_sha256": hashes.get("training.dataset", {}).get("sha256"),
+                "backend": config.backend,
+                "base_model": config.base_model,
+                "dataset_sha256": hashes.get(first_dataset, {}).get("sha256"),
                 "datasets": hashes,
                 "versions": package_versions(),
             }
         )
         data.setdefault("stages", {})
+        if config.stages is not None:
+            kept = {r.get("name"): r for r in data.get(TRAINING_STAGES, [])}
+            data[TRAINING_STAGES] = [
+                kept.get(s.name) or {"name": s.name, "algorithm": s.algorithm, "status": "pending"}
+                for s in config.stages
+            ]
+        else:
+            data.pop(TRAINING_STAGES, None)
         meta = cls(run_dir, data)
         meta.write()
         return meta
@@ -215,11 +240,41 @@ class RunMetadata:
             record["error"] = error
         self.write()
 
+    def training_stage(self, name: str) -> dict[str, Any]:
+        """The record of training stage `name` (stages form): status, checkpoints, metrics."""
+        return next(r for r in self.data[TRAINING_STAGES] if r["name"] == name)
+
+    def start_training_stage(self, name: str, **details: Any) -> None:
+        """Mark training stage `name` running, with where it writes and starts from."""
+        record = self.training_stage(name)
+        kept = {k: record[k] for k in ("name", "algorithm")}
+        record.clear()
+        record.update(kept, status="running", started_at=utc_now(), **details)
+        self._open_training_stage = (name, time.monotonic())
+        self.write()
+
+    def finish_training_stage(
+        self, status: StageStatus, error: str | None = None, **details: Any
+    ) -> None:
+        """Close the running training stage with its status and final checkpoint and metrics."""
+        if self._open_training_stage is None:
+            return
+        name, started = self._open_training_stage
+        record = self.training_stage(name)
+        record.update(status=status, finished_at=utc_now(), **details)
+        record["duration_s"] = round(time.monotonic() - started, 3)
+        if error is not None:
+            record["error"] = error
+        self._open_training_stage = None
+        self.write()
+
     def finish(self, exit_code: int, status: str | None = None) -> None:
         """Close the run; a stage still open (an interrupt mid-stage) is closed with `status`."""
         status = status or ("succeeded" if exit_code == 0 else "failed")
+        closing: StageStatus = "interrupted" if status == "interrupted" else "failed"
+        self.finish_training_stage(closing)
         for stage in list(self._started):
-            self.finish_stage(stage, "interrupted" if status == "interrupted" else "failed")
+            self.finish_stage(stage, closing)  # type: ignore[arg-type]
         self.data.update(
             status=status,
             exit_code=exit_code,
