@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+from crashing import Crash, CrashingLogger
 from safetensors.torch import load_file
 
 import thinker
@@ -95,23 +96,6 @@ def test_dpo_raises_heldout_accuracy_and_margin(tmp_path: Path) -> None:
     assert all(bool((before[k] != after[k]).all()) for k in before)
 
 
-class _Crash(RuntimeError):
-    pass
-
-
-class _CrashingLogger(RunLogger):
-    """Simulates the process dying after a given step was logged."""
-
-    def __init__(self, run_dir: Path, crash_after: int) -> None:
-        super().__init__(run_dir)
-        self.crash_after = crash_after
-
-    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        super().log_metrics(metrics, step)
-        if step == self.crash_after:
-            raise _Crash(f"killed after step {step}")
-
-
 def _subset(source: Path, target: Path, n: int) -> Path:
     target.write_text("".join(source.read_text().splitlines(keepends=True)[:n]))
     return target
@@ -151,12 +135,12 @@ def test_resume_matches_an_uninterrupted_run_bitwise_and_keeps_the_reference(
     straight = _train(_config(tmp_path / "straight", **settings), storage)
 
     interrupted = _config(tmp_path / "interrupted", **settings)
-    with pytest.raises(_Crash):
+    with pytest.raises(Crash):
         asyncio.run(
             main(
                 interrupted,
                 service=thinker.ServiceClient(storage_dir=storage),
-                logger=_CrashingLogger(interrupted.log_path, crash_after=7),
+                logger=CrashingLogger(interrupted.log_path, crash_after=7),
             )
         )
     assert [c["step"] for c in read_jsonl(interrupted.log_path / CHECKPOINTS_FILE)] == [4]

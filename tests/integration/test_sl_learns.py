@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from crashing import Crash, CrashingLogger
 from safetensors.torch import load_file
 
 import thinker
@@ -95,30 +96,13 @@ def test_every_lora_parameter_changes(tmp_path: Path) -> None:
     assert all(bool((before[k] != after[k]).all()) for k in before)
 
 
-class _Crash(RuntimeError):
-    pass
-
-
-class _CrashingLogger(RunLogger):
-    """Simulates the process dying after a given step was logged."""
-
-    def __init__(self, run_dir: Path, crash_after: int) -> None:
-        super().__init__(run_dir)
-        self.crash_after = crash_after
-
-    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        super().log_metrics(metrics, step)
-        if step == self.crash_after:
-            raise _Crash(f"killed after step {step}")
-
-
 def test_resume_from_checkpoint_matches_an_uninterrupted_run_bitwise(tmp_path: Path) -> None:
     settings = dict(max_steps=20, save_every=5, eval_every=0, lr_schedule="cosine", warmup_steps=3)
     straight = _train(_config("arithmetic", tmp_path / "straight", **settings))
 
     interrupted = _config("arithmetic", tmp_path / "interrupted", **settings)
-    with pytest.raises(_Crash):
-        asyncio.run(main(interrupted, logger=_CrashingLogger(interrupted.log_path, crash_after=12)))
+    with pytest.raises(Crash):
+        asyncio.run(main(interrupted, logger=CrashingLogger(interrupted.log_path, crash_after=12)))
     assert [c["step"] for c in read_jsonl(interrupted.log_path / CHECKPOINTS_FILE)] == [5, 10]
     resumed = _train(interrupted)
     steps = [c["step"] for c in read_jsonl(interrupted.log_path / CHECKPOINTS_FILE)]
