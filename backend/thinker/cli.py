@@ -5,7 +5,7 @@
     thinker eval     --config pipeline.yaml [--run-name NAME]  # validate, then evaluate
     thinker run      --config pipeline.yaml            # validate -> train -> eval
 
-`training.algorithm` (sl, dpo, rl) picks the training loop; a `stages:` list runs several
+`training.algorithm` (sl, dpo, rl, rlhf) picks the training loop; a `stages:` list runs several
 in a row, each from the previous one's final checkpoint (see thinker.pipeline.config).
 
 Common options: --backend local|tinker (overrides the config's backend), --skip-validation

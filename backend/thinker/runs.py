@@ -9,6 +9,7 @@ directly; they call a `MetricsLogger`, which the server can replace or extend.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -49,8 +50,14 @@ class RunLogger:
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line and fsync it: a crash never leaves a half-written line behind."""
-    line = json.dumps(record, sort_keys=False) + "\n"
+    """Append one JSON line and fsync it: a crash never leaves a half-written line behind.
+
+    NaN and infinities (a metric with nothing to average) become null: strict JSON.
+    """
+    clean = {
+        k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()
+    }
+    line = json.dumps(clean, sort_keys=False, allow_nan=False) + "\n"
     with open(path, "a", encoding="utf-8") as f:
         f.write(line)
         f.flush()

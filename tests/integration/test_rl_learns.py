@@ -1,6 +1,6 @@
 """RL on thinker/tiny after a short SL warm start: the mechanics hold and the reward rises.
 
-Held-out improvement on a verifiable task is not yet shown here (see the issue's note): on
+Held-out improvement on a verifiable task is not yet shown here (an open point of issue 3): on
 the tiny model, REINFORCE raises the reward of the prompts it trains on, as tested below.
 """
 

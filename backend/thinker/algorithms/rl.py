@@ -13,9 +13,9 @@ its ratio starts at 1) in `num_substeps` optimizer steps.
 
 Logged per step: reward mean/std, fraction of groups dropped, sampled KL to the base, the
 sampled entropy estimate (-mean log q), mean completion length, sampling tokens/s; and every
-`eval_every` steps the held-out mean reward of greedy completions. Each step's rollouts
-(prompt, completions, rewards, advantages) go to `rollouts/step_NNNNNN.jsonl` in the run
-directory.
+`eval_every` steps (and at step 0) the held-out mean reward of completions sampled as in
+training. Each step's rollouts (prompt, completions, rewards, advantages) go to
+`rollouts/step_NNNNNN.jsonl` in the run directory.
 """
 
 from __future__ import annotations
