@@ -1,91 +1,84 @@
-"""RL on thinker/tiny after a short SL warm start: the mechanics hold and the reward rises.
+"""RL on thinker/tiny after a short SL warm start: held-out reward rises, mechanics hold.
 
-Held-out improvement on a verifiable task is not yet shown here (an open point of issue 3): on
-the tiny model, REINFORCE raises the reward of the prompts it trains on, as tested below.
+The task (data/examples/rl): one-digit sums with an exact-match reward. The warm start sees
+each of the 80 training sums twice, answered and hedged with a wrong guess, so the policy
+hedges about half the time; RL trains on the 80 sums and is scored on 20 sums that appear in
+no training file. Thresholds were set from observed runs with margin (noted beside each).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 from pathlib import Path
 
 import pytest
-import torch
 
 import thinker
 from thinker.algorithms.rl import RLConfig, Rollout, group_advantages, main
 from thinker.algorithms.sl import SLConfig
 from thinker.algorithms.sl import main as sl_main
-from thinker.rewards import Completion, ExactMatchReward
+from thinker.rewards import Completion, ExactMatchReward, Problem
 from thinker.runs import RunLogger, read_jsonl
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
-PROMPTS = ["3+4", "5+2", "8+1", "6+6"]
+RL_DATA = Path(__file__).resolve().parents[2] / "data" / "examples" / "rl"
 
 
 @pytest.fixture(scope="module")
 def warm_start(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """120 SL steps on the arithmetic table: greedy exact match about 0.4."""
+    """250 SL steps on the hedged warm-up set (about 8 s)."""
     root = tmp_path_factory.mktemp("rl")
     config = SLConfig(
-        dataset=EXAMPLES / "arithmetic" / "train.jsonl",
-        eval_dataset=EXAMPLES / "arithmetic" / "test.jsonl",
+        dataset=RL_DATA / "warmup_hedged.jsonl",
+        eval_fraction=0.0,
         learning_rate=3e-3,
         batch_size=32,
-        max_steps=120,
+        max_steps=250,
         save_every=0,
         eval_every=0,
         log_path=root / "sl",
     )
-    result = asyncio.run(
-        sl_main(config, thinker.ServiceClient(storage_dir=root), RunLogger(root / "sl"))
-    )
+    service = thinker.ServiceClient(storage_dir=root)
+    result = asyncio.run(sl_main(config, service, RunLogger(root / "sl")))
     assert result.state_path is not None
-    problems = root / "problems.jsonl"
-    problems.write_text(
-        "".join(json.dumps({"prompt": p, "answer": str(eval(p))}) + "\n" for p in PROMPTS)
-    )
     return root, result.state_path
 
 
 def _rl(root: Path, state: str, name: str, **overrides: object) -> tuple[list[dict], Path]:
     values: dict[str, object] = dict(
-        dataset=root / "problems.jsonl",
-        eval_dataset=root / "problems.jsonl",
+        dataset=RL_DATA / "train.jsonl",
+        eval_dataset=RL_DATA / "test.jsonl",
         init_from=state,
-        group_size=32,
-        groups_per_batch=4,
-        max_tokens=12,
-        learning_rate=2e-4,
-        max_steps=20,
-        eval_every=0,
+        group_size=8,
+        groups_per_batch=16,
+        max_tokens=16,
+        learning_rate=3e-4,
+        max_steps=15,
+        eval_every=5,
         save_every=0,
-        reward={"type": "exact_match", "format_weight": 0.0},
         log_path=root / name,
     )
     values.update(overrides)
     config = RLConfig(**values)  # type: ignore[arg-type]
     service = thinker.ServiceClient(storage_dir=root)
-    torch.manual_seed(0)
     asyncio.run(main(config, service, RunLogger(root / name)))
     return read_jsonl(root / name / "metrics.jsonl"), root / name
 
 
-def test_rl_raises_the_reward_of_its_prompts(warm_start: tuple[Path, str]) -> None:
-    """Observed: mean reward 0.14 at the first steps, 0.30-0.36 at the last (20 steps, 9 s)."""
+def test_rl_raises_the_heldout_reward(warm_start: tuple[Path, str]) -> None:
+    """Observed: held-out mean reward 0.133 at step 0, 0.248 / 0.303 / 0.311 at steps 5 / 10 /
+    15 (15 steps, about 25 s); training reward 0.17 -> 0.31-0.41."""
     metrics, run_dir = _rl(*warm_start, "learn")
+    held_out = [m["eval_reward_mean"] for m in metrics if "eval_reward_mean" in m]
+    assert len(held_out) == 4
+    assert held_out[-1] > held_out[0] + 0.08, held_out
     steps = [m for m in metrics if m["step"] > 0]
-    first = statistics.fmean(m["reward_mean"] for m in steps[:5])
-    last = statistics.fmean(m["reward_mean"] for m in steps[-5:])
-    assert last > first + 0.08, (first, last)
-    assert all(abs(m.get("kl_sample_train", 0.0)) < 1e-4 for m in steps)  # on-policy: q == p
-    # every step's rollouts were written, with advantages that sum to 0 in every kept group
-    assert len(list((run_dir / "rollouts").glob("step_*.jsonl"))) == 20
+    assert all(abs(m["kl_sample_train"]) < 1e-4 for m in steps if "kl_sample_train" in m)
+    # every step's rollouts were written, with advantages summing to 0 in every kept group
+    assert len(list((run_dir / "rollouts").glob("step_*.jsonl"))) == 15
     for line in (run_dir / "rollouts" / "step_000001.jsonl").read_text().splitlines():
         record = json.loads(line)
-        assert len(record["completions"]) == 32
+        assert len(record["completions"]) == 8
         if not record["dropped"]:
             assert sum(record["advantages"]) == pytest.approx(0.0, abs=1e-9)
 
@@ -124,8 +117,6 @@ def test_group_advantages_are_reward_minus_the_group_mean() -> None:
 
 
 def test_exact_match_reward_with_format_term() -> None:
-    from thinker.rewards import Problem
-
     reward = ExactMatchReward(format_weight=0.1)
     problem = Problem(messages=[{"role": "user", "content": "3+4"}], answer="7")
     got = reward(problem, [Completion("7", True), Completion("8", True), Completion("7", False)])

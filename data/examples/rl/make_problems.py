@@ -6,7 +6,10 @@ The 100 one-digit sums "a+b" (a, b in 0..9), shuffled with a fixed seed: 20 held
 `test.jsonl`, 80 as `train.jsonl`, both RL problems `{"prompt": "3+4", "answer": "7"}` that
 the exact_match reward scores. `warmup.jsonl` is the 80 training sums as chat examples for
 the short SL warm start before RL; no file holds a test sum, so the held-out reward measures
-what the policy carries to sums it has never been shown. Standard library only.
+what the policy carries to sums it has never been shown. `warmup_hedged.jsonl` holds each
+training sum twice, once answered and once hedged with a wrong guess ("Not sure. Perhaps
+8."): a policy warm-started on it hedges about half the time, and RL with the exact_match
+reward has a habit to remove that carries over to the held-out sums. Standard library only.
 """
 
 from __future__ import annotations
@@ -29,17 +32,20 @@ def write_problems(out_dir: Path) -> None:
     _write(out_dir / "train.jsonl", [_problem(a, b) for a, b in train])
     _write(out_dir / "test.jsonl", [_problem(a, b) for a, b in test])
     _write(out_dir / "warmup.jsonl", [_chat(a, b) for a, b in train])
+    hedged = [row for a, b in train for row in (_chat(a, b), _chat(a, b, hedge=True))]
+    _write(out_dir / "warmup_hedged.jsonl", hedged)
 
 
 def _problem(a: int, b: int) -> dict[str, str]:
     return {"prompt": f"{a}+{b}", "answer": str(a + b)}
 
 
-def _chat(a: int, b: int) -> dict[str, object]:
+def _chat(a: int, b: int, hedge: bool = False) -> dict[str, object]:
+    answer = f"Not sure. Perhaps {a + b + 1 + (a * b) % 3}." if hedge else str(a + b)
     return {
         "messages": [
             {"role": "user", "content": f"{a}+{b}"},
-            {"role": "assistant", "content": str(a + b)},
+            {"role": "assistant", "content": answer},
         ]
     }
 
