@@ -317,14 +317,20 @@ def _train_stages(config: PipelineConfig, run_dir: Path, meta: RunMetadata) -> R
     """Each stage in turn: skipped if it finished before, else trained from the previous one."""
     from thinker.pipeline.train import finished_result
 
-    previous = None
+    policy: RunResult | None = None  # the latest policy stage's result (sl, dpo, rl)
+    judge: RunResult | None = None  # the latest rm stage's result
     for stage in config.stages or []:
         done = finished_result(meta, stage)
         if done is not None:
             print(f"[thinker] train: stage {stage.name} finished before; skipped", flush=True)
-        previous = done or _train_one_stage(config, run_dir, meta, stage, previous)
-    assert previous is not None  # a stages list is never empty
-    return previous
+        judge_path = judge.sampler_path if judge is not None else None
+        result = done or _train_one_stage(config, run_dir, meta, stage, policy, judge_path)
+        if stage.algorithm == "rm":
+            judge = result
+        else:
+            policy = result
+    assert policy is not None or judge is not None  # a stages list is never empty
+    return policy or judge  # type: ignore[return-value]
 
 
 def _train_one_stage(
@@ -333,6 +339,7 @@ def _train_one_stage(
     meta: RunMetadata,
     stage: TrainingSection,
     previous: RunResult | None,
+    judge_path: str | None = None,
 ) -> RunResult:
     from thinker.pipeline.metadata import section_fingerprint
     from thinker.pipeline.train import stage_overrides, train_section
@@ -356,7 +363,7 @@ def _train_one_stage(
         config_fingerprint=section_fingerprint(stage),
     )
     try:
-        result = asyncio.run(train_section(stage, stage_dir, run_dir, **overrides))
+        result = asyncio.run(train_section(stage, stage_dir, run_dir, judge_path, **overrides))
     except Exception as e:
         meta.finish_training_stage("failed", error=_describe(e))
         raise _Exit(

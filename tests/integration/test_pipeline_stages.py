@@ -265,6 +265,44 @@ def test_a_dpo_stage_starts_from_sl_and_keeps_it_as_its_reference(
     assert abs(meta["stages"]["eval"]["held_out_first_logged"]["eval_margin"]) < 1e-4
 
 
+def test_sl_rm_rl_stages_score_rl_with_the_judge_of_the_rm_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """[sl -> rm -> rl]: the judge starts from the base model, RL from SL's weights, and RL's
+    reward comes from the judge (the round robin of a group averages exactly 0.5)."""
+    rm_stage = {**DPO_STAGE, "name": "judge", "algorithm": "rm"}
+    rl_stage = {**RL_STAGE, "reward": {"type": "reward_model"}, "save_every": 0}
+    path = write_project(tmp_path, [SL_STAGE, rm_stage, rl_stage])
+    code, _, err = run_cli(capsys, "train", "--config", str(path), "--run-name", "j1")
+    assert code == 0, err
+
+    run_dir = tmp_path / "runs" / "j1"
+    sl_last = read_jsonl(run_dir / "warmup" / CHECKPOINTS_FILE)[-1]
+    rm_config = yaml.safe_load((run_dir / "judge" / "config.yaml").read_text())
+    rl_config = yaml.safe_load((run_dir / "rl" / "config.yaml").read_text())
+    assert rm_config["init_from"] is None
+    assert rl_config["init_from"] == sl_last["state_path"]
+    rl_steps = [m for m in read_jsonl(run_dir / "rl" / "metrics.jsonl") if m["step"] > 0]
+    assert [m["reward_mean"] for m in rl_steps] == pytest.approx([0.5, 0.5])
+    assert "rm_eval_accuracy" in read_jsonl(run_dir / "judge" / "metrics.jsonl")[-1]
+    stages = metadata(run_dir)["training_stages"]
+    assert [(s["name"], s["status"]) for s in stages] == [
+        ("warmup", "passed"),
+        ("judge", "passed"),
+        ("rl", "passed"),
+    ]
+
+
+def test_an_rl_stage_scored_by_a_judge_needs_an_rm_stage_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rl_stage = {**RL_STAGE, "reward": {"type": "reward_model"}}
+    path = write_project(tmp_path, [SL_STAGE, rl_stage])
+    code, _, err = run_cli(capsys, "train", "--config", str(path), "--run-name", "j2")
+    assert code == 4
+    assert "reward type reward_model needs an earlier `algorithm: rm` stage" in err
+
+
 def test_rlhf_runs_its_own_three_stages_in_the_run_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -339,9 +339,9 @@ def test_stage_errors_are_named_by_index_and_reported_at_once(project: Path) -> 
         "its own",
         "stages[1].learning_rate: Input should be greater than 0",
         "stages[2].algorithm: rlhf cannot be a stage: it is itself the stages sl -> rm -> rl; "
-        "use it as `training.algorithm`",
+        "use it as `training.algorithm`, or list those stages (algorithm: sl, rm, rl)",
         "stages[3].bogus: Extra inputs are not permitted",
-        "stages[4].algorithm: unknown algorithm 'ppo'; expected one of sl, dpo, rl",
+        "stages[4].algorithm: unknown algorithm 'ppo'; expected one of sl, dpo, rl, rm",
     ]
     assert problems == expected
 

@@ -50,6 +50,7 @@ from pydantic import (
 )
 
 from thinker.algorithms.dpo_config import DPOConfig
+from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rl_config import RLConfig
 from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
 from thinker.algorithms.rlhf import RLHFConfig
@@ -59,7 +60,8 @@ from thinker.renderers import RENDERER_NAMES
 
 Backend = Literal["local", "tinker"]
 ALGORITHMS = ("sl", "dpo", "rl", "rlhf")
-STAGE_ALGORITHMS = ("sl", "dpo", "rl")  # rlhf is itself three stages (it links its own)
+# rlhf is itself three stages (it links its own); rm, a judge for a later rl stage, is a stage
+STAGE_ALGORITHMS = ("sl", "dpo", "rl", "rm")
 # What `training:` may give once for every stage (a stage's own value wins), and what every
 # stage must share: each stage continues the previous one's adapter on the same base model.
 SHARED_FIELDS = ("base_model", "backend", "quantization", "lora_rank", "seed", "renderer")
@@ -183,12 +185,25 @@ class RLHFTraining(_PipelineSection, RLHFConfig):
         return RLHFConfig.model_validate(self._run_fields(run_dir, overrides))
 
 
-StageSection = SLTraining | DPOTraining | RLTraining
-TrainingSection = SLTraining | DPOTraining | RLTraining | RLHFTraining
+class RMTraining(_PipelineSection, RewardModelConfig):
+    """`algorithm: rm` (stages only): a pairwise judge that later rl stages with
+    `reward: {type: reward_model}` are scored by. It trains from the base model, not from the
+    stage before it, so it owes nothing to the policy it judges (as in `algorithm: rlhf`)."""
+
+    algorithm: Literal["rm"] = "rm"
+
+    def to_run_config(self, run_dir: Path, **overrides: Any) -> RewardModelConfig:
+        """The reward-model loop's config, writing into `run_dir`."""
+        return RewardModelConfig.model_validate(self._run_fields(run_dir, overrides))
+
+
+StageSection = SLTraining | DPOTraining | RLTraining | RMTraining
+TrainingSection = SLTraining | DPOTraining | RLTraining | RLHFTraining | RMTraining
 _STAGE_CLASSES: dict[str, type[StageSection]] = {
     "sl": SLTraining,
     "dpo": DPOTraining,
     "rl": RLTraining,
+    "rm": RMTraining,
 }
 
 
@@ -209,7 +224,8 @@ TrainingConfig = Annotated[
 StageConfig = Annotated[
     Annotated[SLTraining, Tag("sl")]
     | Annotated[DPOTraining, Tag("dpo")]
-    | Annotated[RLTraining, Tag("rl")],
+    | Annotated[RLTraining, Tag("rl")]
+    | Annotated[RMTraining, Tag("rm")],
     Discriminator(_algorithm_of),
 ]
 
@@ -579,7 +595,7 @@ def _format_error(error: Any) -> str:
     # A discriminated union puts the chosen algorithm in the location: drop it, so that
     # `training.dpo.beta` reads `training.beta` and `stages.1.rl.seed` `stages[1].seed`.
     tag_at = 1 if loc[:1] == ["training"] else 2 if loc[:1] == ["stages"] else None
-    if tag_at is not None and len(loc) > tag_at and loc[tag_at] in ALGORITHMS:
+    if tag_at is not None and len(loc) > tag_at and loc[tag_at] in {*ALGORITHMS, *STAGE_ALGORITHMS}:
         del loc[tag_at]
     where = ""
     for part in loc:
@@ -591,7 +607,8 @@ def _format_error(error: Any) -> str:
         if tag == "rlhf":
             message = (
                 f"{where}.algorithm: rlhf cannot be a stage: it is itself the stages "
-                f"{' -> '.join(RLHF_STAGES)}; use it as `training.algorithm`"
+                f"{' -> '.join(RLHF_STAGES)}; use it as `training.algorithm`, or list those "
+                "stages (algorithm: sl, rm, rl)"
             )
         return message
     if error["type"] == "union_tag_not_found":

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, assert_never
 
-from thinker.algorithms import dpo, rl, rlhf, sl
+from thinker.algorithms import dpo, reward_model, rl, rlhf, sl
 from thinker.algorithms.common import RunResult, make_service
 from thinker.errors import ConfigError
 from thinker.pipeline.config import (
@@ -29,14 +29,20 @@ from thinker.pipeline.config import (
     PipelineConfig,
     RLHFTraining,
     RLTraining,
+    RMTraining,
     SLTraining,
     TrainingSection,
 )
 from thinker.pipeline.metadata import RunMetadata, section_fingerprint
+from thinker.renderers import default_renderer_name, get_renderer
 
 
 async def train_section(
-    section: TrainingSection, run_dir: Path, storage_dir: Path, **overrides: Any
+    section: TrainingSection,
+    run_dir: Path,
+    storage_dir: Path,
+    judge_path: str | None = None,
+    **overrides: Any,
 ) -> RunResult:
     """Run `section`'s algorithm writing into `run_dir`, its checkpoints kept in `storage_dir`.
 
@@ -44,6 +50,8 @@ async def train_section(
         section: The training section (or stage) to run.
         run_dir: Where metrics.jsonl, checkpoints.jsonl and config.yaml go.
         storage_dir: The local engine's storage directory (ignored on Tinker).
+        judge_path: An rm stage's final sampler weights: the judge of an rl stage whose
+            reward is `reward_model`.
         **overrides: Settings the pipeline sets, e.g. `init_from`.
     """
     service = make_service(section, storage_dir)
@@ -52,15 +60,36 @@ async def train_section(
     if isinstance(section, DPOTraining):
         return await dpo.main(section.to_run_config(run_dir, **overrides), service)
     if isinstance(section, RLTraining):
-        return await rl.main(section.to_run_config(run_dir, **overrides), service)
+        judge = await _judge(service, section, judge_path)
+        return await rl.main(section.to_run_config(run_dir, **overrides), service, reward_fn=judge)
+    if isinstance(section, RMTraining):
+        return await reward_model.train_reward_model(section.to_run_config(run_dir), service)
     if isinstance(section, RLHFTraining):
         return await rlhf.main(section.to_run_config(run_dir, **overrides), service)
     assert_never(section)
 
 
+async def _judge(
+    service: Any, section: RLTraining, judge_path: str | None
+) -> reward_model.JudgeReward | None:
+    """The judge of a `reward_model` reward: a sampler of the latest rm stage's weights."""
+    if section.reward.type != "reward_model":
+        return None
+    if judge_path is None:
+        raise ConfigError(
+            f"stage {section.name}: reward type reward_model needs an earlier `algorithm: rm` "
+            "stage (or use `algorithm: rlhf`)"
+        )
+    sampler = await service.create_sampling_client(model_path=judge_path)
+    tokenizer = sampler.get_tokenizer()
+    renderer_name = section.renderer or default_renderer_name(section.base_model, tokenizer)
+    return reward_model.JudgeReward(sampler, get_renderer(renderer_name, tokenizer))
+
+
 def stage_overrides(section: TrainingSection, previous: RunResult | None) -> dict[str, Any]:
-    """How a stage continues the one before it (nothing for the first stage)."""
-    if previous is None:
+    """How a stage continues the policy stage before it (nothing for the first stage, nor for
+    an rm stage, whose judge starts from the base model)."""
+    if previous is None or isinstance(section, RMTraining):
         return {}
     if previous.state_path is None:
         raise ConfigError("the previous stage ended without a checkpoint to continue from")
