@@ -299,8 +299,9 @@ def test_an_rl_stage_scored_by_a_judge_needs_an_rm_stage_before_it(
     rl_stage = {**RL_STAGE, "reward": {"type": "reward_model"}}
     path = write_project(tmp_path, [SL_STAGE, rl_stage])
     code, _, err = run_cli(capsys, "train", "--config", str(path), "--run-name", "j2")
-    assert code == 4
-    assert "reward type reward_model needs an earlier `algorithm: rm` stage" in err
+    assert code == 2  # refused with the config, before anything trains
+    assert "stages[1].reward.type: reward_model needs a judge" in err
+    assert not (tmp_path / "runs" / "j2").exists()
 
 
 def test_rlhf_runs_its_own_three_stages_in_the_run_directory(

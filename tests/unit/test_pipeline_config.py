@@ -643,3 +643,16 @@ def test_without_an_eval_set_evaluation_uses_the_split_training_held_out(project
         write(project, {**minimal(eval_fraction=0.25, seed=3), "evaluation": {"max_samples": 2}})
     )
     assert eval_conversations(limited) == held_out[:2]
+
+
+def test_rl_loss_settings_are_checked_when_the_config_loads() -> None:
+    """A missing dro beta or a setting the loss does not read fails before any rollout."""
+    from pydantic import ValidationError
+
+    from thinker.algorithms.rl_config import RLConfig
+
+    with pytest.raises(ValidationError, match="loss 'dro' needs"):
+        RLConfig(dataset=Path("p.jsonl"), loss_fn="dro")
+    with pytest.raises(ValidationError, match=r"\['beta'\] not read by 'ppo'"):
+        RLConfig(dataset=Path("p.jsonl"), loss_fn="ppo", loss_fn_config={"beta": 1.0})
+    assert RLConfig(dataset=Path("p.jsonl"), loss_fn="dro", loss_fn_config={"beta": 0.1})

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from thinker.engine.losses import CONFIG_KEYS
 
 
 class RewardConfig(BaseModel):
@@ -20,8 +22,6 @@ class RewardConfig(BaseModel):
     timeout_s: float = 10.0  # code / python: wall-clock limit per completion
     cpu_s: float = 5.0  # code / python: CPU-time limit
     memory_mb: int = 512  # code / python: address-space limit
-    model_path: str | None = None  # reward_model: the judge's sampler weights
-    options: dict[str, Any] = Field(default_factory=dict)  # extra settings for a reward type
 
 
 class RLConfig(BaseModel):
@@ -61,3 +61,17 @@ class RLConfig(BaseModel):
     save_every: int = Field(10, ge=0)  # steps between checkpoints; 0 = only at the end
     seed: int = 0
     log_path: Path = Path("runs/rl")  # the run directory
+
+    @model_validator(mode="after")
+    def _loss_fn_config_fits_the_loss(self) -> RLConfig:
+        """A misspelt or missing loss setting fails here, not after the first rollouts."""
+        unknown = set(self.loss_fn_config) - CONFIG_KEYS[self.loss_fn]
+        if unknown:
+            allowed = ", ".join(sorted(CONFIG_KEYS[self.loss_fn])) or "none"
+            raise ValueError(
+                f"loss_fn_config: {sorted(unknown)} not read by {self.loss_fn!r} "
+                f"(it reads: {allowed})"
+            )
+        if self.loss_fn == "dro" and "beta" not in self.loss_fn_config:
+            raise ValueError("loss_fn_config: loss 'dro' needs {'beta': ...}")
+        return self

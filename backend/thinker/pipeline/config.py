@@ -540,12 +540,18 @@ def _check_sections(raw: dict[str, Any]) -> list[str]:
         return ["training.name: only stages have names (the pipeline's `name` names the run)"]
     stages = raw.get("stages")
     if not isinstance(stages, list):
+        if isinstance(training, dict) and _judged(training):
+            return [f"training.reward.type: {NO_JUDGE}"]
         return []  # the schema says what is wrong
     problems: list[str] = []
     named: dict[object, int] = {}
+    judge_before = False
     for i, stage in enumerate(stages):
         if not isinstance(stage, dict):
             continue
+        if _judged(stage) and not judge_before:
+            problems.append(f"stages[{i}].reward.type: {NO_JUDGE}")
+        judge_before = judge_before or stage.get("algorithm") == "rm"
         stage.setdefault("name", stage.get("algorithm", "sl"))
         if stage["name"] in named:
             problems.append(
@@ -561,6 +567,22 @@ def _check_sections(raw: dict[str, Any]) -> list[str]:
         if i > 0 and isinstance(stages[0], dict):
             problems += _differences(stages[0], stage, i)
     return problems
+
+
+NO_JUDGE = (
+    "reward_model needs a judge: use `algorithm: rlhf`, or put an `algorithm: rm` stage "
+    "before this rl stage"
+)
+
+
+def _judged(section: dict[str, Any]) -> bool:
+    """Whether `section` is an rl section scored by a reward model."""
+    reward = section.get("reward")
+    return (
+        section.get("algorithm") == "rl"
+        and isinstance(reward, dict)
+        and reward.get("type") == "reward_model"
+    )
 
 
 def _differences(first: dict[str, Any], stage: dict[str, Any], i: int) -> list[str]:
