@@ -52,8 +52,7 @@ from thinker.renderers import (
     Renderer,
     TrainOnWhat,
     datum_from_tokens_weights,
-    default_renderer_name,
-    get_renderer,
+    renderer_for,
 )
 from thinker.runs import CHECKPOINTS_FILE, MetricsLogger, read_jsonl
 
@@ -196,9 +195,7 @@ async def _reference_path(config: DPOConfig, client: Any, resumed: bool) -> str 
 async def _datasets(
     config: DPOConfig, tokenizer: Any, reference: Any
 ) -> tuple[list[ScoredPair], list[ScoredPair]]:
-    renderer = get_renderer(
-        config.renderer or default_renderer_name(config.base_model, tokenizer), tokenizer
-    )
+    renderer = renderer_for(config.renderer, config.base_model, tokenizer)
     pairs = load_preference_pairs(config.dataset)
     if config.eval_dataset is not None:
         train, held_out = pairs, load_preference_pairs(config.eval_dataset)

@@ -64,8 +64,7 @@ from thinker.renderers import (
     Renderer,
     TrainOnWhat,
     datum_from_tokens_weights,
-    default_renderer_name,
-    get_renderer,
+    renderer_for,
 )
 from thinker.rewards import Completion, Problem
 from thinker.runs import MetricsLogger
@@ -271,9 +270,7 @@ async def train_reward_model(
     start = await start_or_resume(config, service, run_dir, logger)
     client = start.client
     tokenizer = client.get_tokenizer()
-    renderer = get_renderer(
-        config.renderer or default_renderer_name(config.base_model, tokenizer), tokenizer
-    )
+    renderer = renderer_for(config.renderer, config.base_model, tokenizer)
     train_pairs, eval_pairs = _datasets(config)
     train_data = [_pair_datums(renderer, pair, config.max_length) for pair in train_pairs]
     steps_per_epoch = max(1, len(train_data) // config.batch_size)

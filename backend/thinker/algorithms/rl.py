@@ -42,7 +42,7 @@ from thinker.algorithms.rl_config import RLConfig
 from thinker.data import split_train_eval
 from thinker.data.problems import load_problems
 from thinker.engine import ServiceClient
-from thinker.renderers import Renderer, default_renderer_name, get_renderer
+from thinker.renderers import Renderer, renderer_for
 from thinker.rewards import Completion, Problem, RewardFn
 from thinker.rewards.registry import build_reward
 from thinker.runs import MetricsLogger
@@ -77,9 +77,7 @@ async def main(
     start = await start_or_resume(config, service, run_dir, logger)
     client = start.client
     tokenizer = client.get_tokenizer()
-    renderer = get_renderer(
-        config.renderer or default_renderer_name(config.base_model, tokenizer), tokenizer
-    )
+    renderer = renderer_for(config.renderer, config.base_model, tokenizer)
     reward_fn = reward_fn or build_reward(config.reward, base_dir=Path(config.dataset).parent)
     problems = load_problems(config.dataset)
     if config.eval_dataset is not None:

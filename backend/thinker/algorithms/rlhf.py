@@ -44,7 +44,7 @@ from thinker.algorithms.sl_config import SLConfig
 from thinker.data import split_train_eval
 from thinker.data.problems import load_problems
 from thinker.engine import ServiceClient
-from thinker.renderers import Renderer, default_renderer_name, get_renderer
+from thinker.renderers import Renderer, renderer_for
 from thinker.rewards import Problem, build_reward
 from thinker.runs import CHECKPOINTS_FILE, MetricsLogger, RunLogger, read_jsonl
 
@@ -243,9 +243,7 @@ async def _judge(service: ServiceClient, config: RLHFConfig, rm_result: RunResul
     """The RL reward: the judge's final sampler weights, read with the judge's renderer."""
     sampler = await service.create_sampling_client(model_path=rm_result.sampler_path)
     tokenizer = sampler.get_tokenizer()
-    renderer = get_renderer(
-        config.renderer or default_renderer_name(config.base_model, tokenizer), tokenizer
-    )
+    renderer = renderer_for(config.renderer, config.base_model, tokenizer)
     return JudgeReward(sampler, renderer, config.rm.max_length)
 
 

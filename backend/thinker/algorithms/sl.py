@@ -31,7 +31,7 @@ from thinker.algorithms.common import (
 from thinker.algorithms.sl_config import SLConfig
 from thinker.data import load_conversations, split_train_eval
 from thinker.engine import EngineFuture, ServiceClient
-from thinker.renderers import datum_from_tokens_weights, default_renderer_name, get_renderer
+from thinker.renderers import datum_from_tokens_weights, renderer_for
 from thinker.runs import MetricsLogger
 
 __all__ = ["SLConfig", "SLResult", "lr_multiplier", "main"]
@@ -83,9 +83,7 @@ async def main(
 
 
 def _datasets(config: SLConfig, tokenizer: Any) -> tuple[list[types.Datum], list[types.Datum]]:
-    renderer = get_renderer(
-        config.renderer or default_renderer_name(config.base_model, tokenizer), tokenizer
-    )
+    renderer = renderer_for(config.renderer, config.base_model, tokenizer)
     conversations = load_conversations(config.dataset)
     if config.eval_dataset is not None:
         train, held_out = conversations, load_conversations(config.eval_dataset)

@@ -43,7 +43,7 @@ from thinker.pipeline.config import (
     SLTraining,
     TrainingSection,
 )
-from thinker.renderers import Message, Renderer, TrainOnWhat, default_renderer_name, get_renderer
+from thinker.renderers import Message, Renderer, TrainOnWhat, renderer_for
 from thinker.runs import METRICS_FILE, read_jsonl
 
 
@@ -257,9 +257,7 @@ def run_evaluation(
         else:
             client = await service.create_sampling_client(base_model=final.base_model)
         tokenizer = client.get_tokenizer()
-        renderer = get_renderer(
-            final.renderer or default_renderer_name(final.base_model, tokenizer), tokenizer
-        )
+        renderer = renderer_for(final.renderer, final.base_model, tokenizer)
         return await evaluate(
             conversations,
             client,

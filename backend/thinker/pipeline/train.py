@@ -34,7 +34,7 @@ from thinker.pipeline.config import (
     TrainingSection,
 )
 from thinker.pipeline.metadata import RunMetadata, section_fingerprint
-from thinker.renderers import default_renderer_name, get_renderer
+from thinker.renderers import renderer_for
 
 
 async def train_section(
@@ -82,8 +82,8 @@ async def _judge(
         )
     sampler = await service.create_sampling_client(model_path=judge_path)
     tokenizer = sampler.get_tokenizer()
-    renderer_name = section.renderer or default_renderer_name(section.base_model, tokenizer)
-    return reward_model.JudgeReward(sampler, get_renderer(renderer_name, tokenizer))
+    renderer = renderer_for(section.renderer, section.base_model, tokenizer)
+    return reward_model.JudgeReward(sampler, renderer)
 
 
 def stage_overrides(section: TrainingSection, previous: RunResult | None) -> dict[str, Any]:

@@ -9,7 +9,12 @@ See base.py for the interface.
 
 from thinker.renderers.base import Message, Renderer, TerminationReason, TrainOnWhat
 from thinker.renderers.datum import datum_from_tokens_weights
-from thinker.renderers.registry import RENDERER_NAMES, default_renderer_name, get_renderer
+from thinker.renderers.registry import (
+    RENDERER_NAMES,
+    default_renderer_name,
+    get_renderer,
+    renderer_for,
+)
 
 __all__ = [
     "RENDERER_NAMES",
@@ -20,4 +25,5 @@ __all__ = [
     "datum_from_tokens_weights",
     "default_renderer_name",
     "get_renderer",
+    "renderer_for",
 ]

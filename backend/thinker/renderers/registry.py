@@ -60,3 +60,8 @@ def default_renderer_name(base_model: str, tokenizer: Tokenizer) -> str:
     if "llama-3" in name or "llama3" in name:
         return "llama3"
     return "chat_template"
+
+
+def renderer_for(name: str | None, base_model: str, tokenizer: Tokenizer) -> Renderer:
+    """The renderer a config names, or `base_model`'s default one when it names none."""
+    return get_renderer(name or default_renderer_name(base_model, tokenizer), tokenizer)
