@@ -35,3 +35,16 @@ class CheckpointError(ThinkerError, FileNotFoundError):
 def _join(message: str, problems: list[str]) -> str:
     lines = "\n".join(f"  - {p}" for p in problems)
     return f"{message}\n{lines}"
+
+
+class NotFoundError(ThinkerError, LookupError):
+    """A dataset, job, model or token id that does not exist."""
+
+
+class ConflictError(ThinkerError, RuntimeError):
+    """The request is valid but the resource's state forbids it now (a dataset in use by a
+    job, cancelling a finished job, a compare-and-set that lost a race)."""
+
+
+class AuthError(ThinkerError, PermissionError):
+    """A missing, malformed or unknown API token."""

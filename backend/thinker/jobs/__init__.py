@@ -1,0 +1,1 @@
+"""Jobs: the queue and scheduler, worker processes, and the run directory's event log."""

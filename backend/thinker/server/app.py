@@ -1,0 +1,115 @@
+"""The ASGI application: FastAPI routes under /api and /v1, Socket.IO on the same port,
+the built dashboard at /.
+
+`create_app(settings)` is what `thinker serve` runs under uvicorn and what tests mount.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import socketio
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
+
+from thinker import __version__
+from thinker.errors import (
+    AuthError,
+    ConfigError,
+    ConflictError,
+    DatasetError,
+    NotFoundError,
+    ThinkerError,
+)
+from thinker.server.deps import require_token
+from thinker.server.platform import Platform
+from thinker.server.settings import Settings
+
+_STATUS: list[tuple[type[ThinkerError], int]] = [
+    (AuthError, 401),
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (ConfigError, 422),
+    (DatasetError, 422),
+]
+
+
+def create_app(settings: Settings | None = None) -> Any:
+    """The FastAPI app wrapped in Socket.IO's ASGI app (the object to serve)."""
+    settings = settings or Settings()
+    sio = socketio.AsyncServer(
+        async_mode="asgi", cors_allowed_origins=list(settings.cors_origins), logger=False
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.platform = await Platform.start(settings, sio)
+        try:
+            yield
+        finally:
+            await app.state.platform.stop()
+
+    app = FastAPI(
+        title="Thinker",
+        version=__version__,
+        description="Post-train language models with LoRA: SL, RL, RLHF and DPO.",
+        lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
+    )
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=list(settings.cors_origins),
+        allow_methods=["*"],
+        allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
+    )
+    _add_error_handlers(app)
+    _add_routes(app)
+    if settings.static_dir is not None and settings.static_dir.is_dir():
+        app.mount("/", StaticFiles(directory=settings.static_dir, html=True), name="dashboard")
+    from thinker.server.events import register_socket_handlers
+
+    register_socket_handlers(sio, app)
+    return socketio.ASGIApp(sio, other_asgi_app=app, socketio_path="socket.io")
+
+
+def _operation_id(route: APIRoute) -> str:
+    """The handler's name (`read_jobs`, `create_job`): what a generated client calls."""
+    return route.name
+
+
+def _add_routes(app: FastAPI) -> None:
+    from thinker.server.routes import datasets, health, jobs, models, openai, sampling
+    from thinker.server.routes import settings as settings_routes
+
+    api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
+    for module in (health, datasets, jobs, models, sampling, settings_routes):
+        api.include_router(module.router)
+    app.include_router(api)
+    app.include_router(openai.router, dependencies=[Depends(require_token)])
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ThinkerError)
+    async def _thinker_error(request: Request, exc: ThinkerError) -> JSONResponse:
+        status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 400)
+        body: dict[str, Any] = {"detail": str(exc).split("\n")[0]}
+        if isinstance(exc, ConfigError):
+            body["problems"] = exc.problems
+        if isinstance(exc, DatasetError) and getattr(exc, "errors", None):
+            body["errors"] = exc.errors  # type: ignore[attr-defined]
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse(body, status_code=status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        return JSONResponse(
+            {"detail": "invalid request: " + "; ".join(problems), "problems": problems},
+            status_code=422,
+        )

@@ -1,0 +1,1 @@
+"""One router per resource; handlers are thin and named as OpenAPI operation ids."""

@@ -1,0 +1,5 @@
+"""(placeholder: being written)"""
+
+from fastapi import APIRouter
+
+router = APIRouter(tags=["settings"])

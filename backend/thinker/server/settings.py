@@ -1,0 +1,59 @@
+"""The server's settings, read once from the environment (`THINKER_*`) or given by a test."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of `thinker serve`; each field is also the env var `THINKER_<NAME>`."""
+
+    model_config = SettingsConfigDict(env_prefix="THINKER_", extra="ignore")
+
+    data_dir: Path = Path.home() / ".thinker"  # database, datasets/, runs/, secrets/
+    database_url: SecretStr | None = None  # None = SQLite in data_dir; may hold a password
+    host: str = "127.0.0.1"  # beyond loopback, every call needs a token
+    port: int = 8000
+    require_auth: bool = False  # tokens even on loopback
+    # Browser origins allowed to call the API (the Vite dev server by default); never "*".
+    cors_origins: list[str] = ["http://127.0.0.1:5173", "http://localhost:5173"]
+    max_upload_mb: int = Field(200, gt=0)  # per uploaded file
+    max_line_bytes: int = Field(1_000_000, gt=0)  # per JSONL line / CSV row
+    max_rows: int = Field(1_000_000, gt=0)  # per dataset
+    max_cpu_jobs: int = Field(1, ge=1)  # local jobs at once on a machine without a GPU
+    max_remote_jobs: int = Field(4, ge=1)  # Tinker jobs at once
+    gpus: int | None = Field(None, ge=0)  # None = count the CUDA devices
+    model_pool_size: int = Field(2, ge=1)  # loaded models kept for sampling (LRU)
+    heartbeat_timeout_s: float = Field(30.0, gt=0)  # a worker silent this long is reported stale
+    poll_interval_s: float = Field(0.2, gt=0)  # how often run directories are tailed
+    register_examples: bool = True  # register the shipped example datasets at start-up
+    static_dir: Path | None = None  # the built dashboard (frontend/dist) served at /
+
+    @property
+    def auth_required(self) -> bool:
+        return self.require_auth or not _is_loopback(self.host)
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir / "runs"
+
+    @property
+    def datasets_dir(self) -> Path:
+        return self.data_dir / "datasets"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.data_dir / "secrets"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost, or 0.0.0.0-like: assume exposed

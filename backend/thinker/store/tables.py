@@ -1,0 +1,123 @@
+"""The platform's tables: datasets, jobs, models, API tokens and settings.
+
+Times are UTC epoch seconds (floats): the same on SQLite and PostgreSQL, and cheap to compare
+for heartbeats. Ids are server-made (`ds_`, `job_`, `mdl_`, `tok_` + 12 hex digits) and are
+the only names that ever become paths (`runs/<job id>/`, `datasets/<dataset id>.jsonl`).
+Change a table only through a new Alembic revision in `migrations/versions/`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def new_id(prefix: str) -> str:
+    """A fresh server-made id such as `job_3f9a0c1b2d4e`."""
+    return f"{prefix}_{secrets.token_hex(6)}"
+
+
+def now() -> float:
+    return time.time()
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    # chat | prompt_completion | preferences | problems (see thinker.data)
+    kind: Mapped[str] = mapped_column(String(32))
+    source_format: Mapped[str] = mapped_column(String(16))  # jsonl | json | csv | parquet
+    filename: Mapped[str] = mapped_column(String(255))  # as uploaded; display only, never a path
+    num_rows: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))  # of the stored (normalised) JSONL
+    builtin: Mapped[bool] = mapped_column(Boolean, default=False)  # a shipped example
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    algorithm: Mapped[str] = mapped_column(String(16))  # sl | dpo | rl | rlhf
+    backend: Mapped[str] = mapped_column(String(16))  # local | tinker
+    base_model: Mapped[str] = mapped_column(String(300))
+    dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id"), index=True)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the algorithm's config as given
+    # queued | starting | running | succeeded | failed | cancelled | paused | interrupted
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    reason: Mapped[str | None] = mapped_column(Text)  # why it failed / stopped
+    log_tail: Mapped[str | None] = mapped_column(Text)  # the worker's last lines, on failure
+    priority: Mapped[int] = mapped_column(Integer, default=0)  # higher runs first
+    resource: Mapped[str] = mapped_column(String(8))  # gpu | cpu | remote
+    device: Mapped[str | None] = mapped_column(String(16))  # "cuda:0" while it holds a GPU
+    stop_request: Mapped[str | None] = mapped_column(String(16))  # cancel | pause, once asked
+    pid: Mapped[int | None] = mapped_column(Integer)
+    pid_start: Mapped[str | None] = mapped_column(String(32))  # /proc start time: pid reuse
+    heartbeat_at: Mapped[float | None] = mapped_column(Float)
+    last_seq: Mapped[int] = mapped_column(Integer, default=0)  # last event applied here
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    total_steps: Mapped[int | None] = mapped_column(Integer)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # starts, resumes included
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
+
+
+class Model(Base):
+    """A sampler checkpoint of a job, with its lineage."""
+
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("job_id", "sampler_path"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(300))
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    dataset_id: Mapped[str | None] = mapped_column(String(32))
+    base_model: Mapped[str] = mapped_column(String(300))
+    backend: Mapped[str] = mapped_column(String(16))
+    step: Mapped[int] = mapped_column(Integer)
+    stage: Mapped[str | None] = mapped_column(String(64))  # rlhf: sl | rm | rl
+    sampler_path: Mapped[str] = mapped_column(String(500))  # thinker:// or tinker://
+    state_path: Mapped[str | None] = mapped_column(String(500))
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    lifecycle: Mapped[str] = mapped_column(
+        String(16), default="active"
+    )  # active|deprecated|archived
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class ApiToken(Base):
+    """A bearer token: only its SHA-256 is stored; the token itself is shown once."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))  # first characters, to tell tokens apart
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    last_used_at: Mapped[float | None] = mapped_column(Float)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Setting(Base):
+    """Server-side settings that are not secrets (secrets live in `<data dir>/secrets/`)."""
+
+    __tablename__ = "settings"
+
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[dict[str, Any]] = mapped_column(JSON)
