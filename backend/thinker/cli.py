@@ -4,6 +4,8 @@
     thinker train    --config pipeline.yaml            # validate, then train
     thinker eval     --config pipeline.yaml [--run-name NAME]  # validate, then evaluate
     thinker run      --config pipeline.yaml            # validate -> train -> eval
+    thinker serve    [--host H] [--port P] [--data-dir DIR]  # the platform server
+    thinker token    create --name NAME | list | revoke ID   # API tokens for the server
 
 `training.algorithm` (sl, dpo, rl, rlhf) picks the training loop; a `stages:` list runs several
 in a row, each from the previous one's final checkpoint (see thinker.pipeline.config).
@@ -90,6 +92,13 @@ class _Exit(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line `argv` (default: sys.argv[1:]) and return the exit code."""
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list[:1] == ["serve"]:
+        return serve_main(args_list[1:])
+    if args_list[:1] == ["token"]:
+        from thinker.server.tokens import token_main
+
+        return token_main(args_list[1:])
     parser = build_parser()
     signal.signal(signal.SIGTERM, _interrupt)  # a killed run is recorded as interrupted
     try:
@@ -107,6 +116,38 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug: still no traceback unless asked for
         _error(f"internal error: {type(e).__name__}: {e}", e)
         return EXIT_INTERNAL
+
+
+def serve_main(argv: list[str]) -> int:
+    """`thinker serve`: the platform server (settings from THINKER_* variables and flags)."""
+    parser = argparse.ArgumentParser(
+        prog="thinker serve",
+        description="Start the Thinker platform server: REST API, Socket.IO, dashboard.",
+        epilog="Every setting is also an environment variable THINKER_<NAME> "
+        "(THINKER_DATABASE_URL, THINKER_REQUIRE_AUTH, THINKER_CORS_ORIGINS, ...).",
+    )
+    parser.add_argument(
+        "--host", help="bind address (default 127.0.0.1; beyond loopback, every call needs a token)"
+    )
+    parser.add_argument("--port", type=int, help="default 8000")
+    parser.add_argument(
+        "--data-dir", type=Path, help="database, datasets and runs (default ~/.thinker)"
+    )
+    args = parser.parse_args(argv)
+    import uvicorn
+
+    from thinker.server.app import create_app
+    from thinker.server.settings import Settings
+
+    overrides = {k: v for k, v in vars(args).items() if v is not None}
+    settings = Settings(**overrides)
+    dashboard = Path(__file__).resolve().parents[2] / "frontend" / "dist"
+    if settings.static_dir is None and dashboard.is_dir():
+        settings.static_dir = dashboard
+    url = f"http://{settings.host}:{settings.port}"
+    print(f"[thinker] serving on {url} (data in {settings.data_dir}); Ctrl-C stops it", flush=True)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
+    return EXIT_OK
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -143,6 +143,7 @@ async def main(
     train_pairs, eval_pairs = await _datasets(config, client.get_tokenizer(), reference)
     steps_per_epoch = max(1, len(train_pairs) // config.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
+    logger.log_event("plan", {"total_steps": total_steps, "start_step": start.step})
     if start.step == 0 and eval_pairs:  # the starting point, for comparison
         logger.log_metrics(await _evaluate(client, eval_pairs, config), step=0)
 

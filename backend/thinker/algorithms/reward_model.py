@@ -275,6 +275,7 @@ async def train_reward_model(
     train_data = [_pair_datums(renderer, pair, config.max_length) for pair in train_pairs]
     steps_per_epoch = max(1, len(train_data) // config.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
+    logger.log_event("plan", {"total_steps": total_steps, "start_step": start.step})
     if start.step == 0 and eval_pairs:  # the starting point, for comparison
         logger.log_metrics(await _evaluate(client, renderer, eval_pairs, config), step=0)
 

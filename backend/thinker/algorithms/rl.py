@@ -93,6 +93,7 @@ async def main(
     if start.step == 0:  # the starting point, for comparison with every later evaluation
         eval_reward = await _eval_reward(client, renderer, held_out, reward_fn, config)
         logger.log_metrics({"eval_reward_mean": eval_reward}, step=0)
+    logger.log_event("plan", {"total_steps": config.max_steps, "start_step": start.step})
     for step in range(start.step, config.max_steps):
         started = time.monotonic()
         policy = await client.save_weights_and_get_sampling_client()

@@ -52,6 +52,7 @@ async def main(
     train_data, eval_data = _datasets(config, client.get_tokenizer())
     steps_per_epoch = max(1, len(train_data) // config.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
+    logger.log_event("plan", {"total_steps": total_steps, "start_step": start.step})
 
     # Loop: submit step s, then wait for step s-1 (one step in flight).
     pending: _Pending | None = None

@@ -1,24 +1,548 @@
-"""(placeholder: being written)"""
+"""The job manager: queue, scheduler, worker processes, and the watch on their run directories.
 
-from typing import Any
+One asyncio task does everything, once per `poll_interval_s` (sooner when woken):
+1. **Watch**: read the events each run directory gained (`events.jsonl`), apply them to the
+   database (state, step, total steps, a model row per sampler checkpoint) and publish them
+   to Socket.IO, under the hub's per-job lock (see server/events.py); record heartbeats.
+2. **Reap**: a starting or running job whose worker is gone (exited, killed, or lost in a
+   server restart) and that wrote no final state becomes interrupted (or cancelled / paused,
+   if that was asked): resumable from its last checkpoint.
+3. **Schedule**: start queued jobs, highest priority first then oldest, while resources
+   last: one job per GPU, `max_cpu_jobs` local jobs without a GPU, `max_remote_jobs` Tinker
+   jobs. Each class is FIFO: a job that cannot start holds back the later ones of its class.
 
-from sqlalchemy import func, select
+Every state change is a compare-and-set (`UPDATE ... WHERE state IN (...)`), so two actors
+(a cancel request, the worker finishing) can never both win. Workers run in their own
+session: a server that dies leaves them running, and the next server's first watch
+reattaches to them (or, when they are gone, marks their jobs interrupted).
+"""
 
-from thinker.store import Job
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.exc import IntegrityError
+
+from thinker.errors import ConflictError, NotFoundError
+from thinker.jobs.events import (
+    ACTIVE_STATES,
+    EVENTS_FILE,
+    EventTail,
+    append_event,
+)
+from thinker.jobs.procs import is_alive, start_time
+from thinker.jobs.spec import DatasetRef, build_spec
+from thinker.jobs.worker import CONTROL_FILE, HEARTBEAT_FILE, JOB_FILE, LOG_FILE
+from thinker.store import Dataset, Job, Model, new_id, now
+
+if TYPE_CHECKING:
+    from thinker.server.platform import Platform
+
+log = logging.getLogger("thinker.jobs")
+
+# For each state a worker (or the reaper) reports, the states it may replace.
+_FROM: dict[str, tuple[str, ...]] = {
+    "running": ("starting",),
+    "succeeded": ACTIVE_STATES,
+    "failed": ACTIVE_STATES,
+    "cancelled": ACTIVE_STATES,
+    "paused": ACTIVE_STATES,
+    "interrupted": ACTIVE_STATES,
+}
+RESUMABLE = ("paused", "interrupted", "failed")
 
 
 class JobManager:
-    def __init__(self, platform: Any) -> None:
+    def __init__(self, platform: Platform) -> None:
         self.platform = platform
-        self.gpus = 0
+        self.settings = platform.settings
+        self.gpus = self.settings.gpus if self.settings.gpus is not None else _cuda_devices()
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._tails: dict[str, EventTail] = {}
+        self._dirty: set[str] = set()  # jobs whose events.jsonl the server itself appended to
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
 
+    # ---- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
-        return None
+        await self.tick()  # reattach or mark interrupted before anything new starts
+        self._task = asyncio.create_task(self._loop(), name="thinker-jobs")
 
-    async def stop(self) -> None:
-        return None
+    async def stop(self, stop_workers: bool = False) -> None:
+        """Stop watching. Workers keep running (a restart reattaches) unless `stop_workers`."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if stop_workers:
+            for child in self._children.values():
+                with contextlib.suppress(ProcessLookupError):
+                    child.terminate()
+            for child in self._children.values():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=30)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception:  # keep watching: one bad run directory must not stop the rest
+                log.exception("job manager tick failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval_s)
+            self._wake.clear()
+
+    async def tick(self) -> None:
+        await self._watch()
+        await self._schedule()
+
+    # ---- requests ---------------------------------------------------------------------
+    def run_dir(self, job_id: str) -> Path:
+        return self.settings.runs_dir / job_id
+
+    async def create(
+        self,
+        name: str | None,
+        algorithm: str,
+        backend: str,
+        base_model: str,
+        dataset_id: str | None,
+        config: dict[str, Any],
+        priority: int = 0,
+        idempotency_key: str | None = None,
+    ) -> tuple[Job, bool]:
+        """Validate and queue a job; returns it and whether it is new (False: the job an
+        earlier request with the same Idempotency-Key created)."""
+        if idempotency_key is not None:
+            existing = await self._by_key(idempotency_key)
+            if existing is not None:
+                return existing, False
+        spec = build_spec(algorithm, backend, base_model, dataset_id, config, await self._refs())
+        job_id = new_id("job")
+        job = Job(
+            id=job_id,
+            name=name or f"{algorithm}-{base_model.rsplit('/', 1)[-1]}",
+            algorithm=algorithm,
+            backend=backend,
+            base_model=base_model,
+            dataset_id=dataset_id,
+            config=config,
+            state="queued",
+            priority=priority,
+            resource=self._resource(backend),
+            idempotency_key=idempotency_key,
+        )
+        run_dir = self.run_dir(job_id)
+        run_dir.mkdir(parents=True)
+        datasets = {k: {"id": r.id, "path": str(r.path)} for k, r in spec.datasets.items()}
+        record = {
+            "job_id": job_id,
+            "name": job.name,
+            "algorithm": algorithm,
+            "section": spec.section,
+            "datasets": datasets,
+        }
+        (run_dir / JOB_FILE).write_text(json.dumps(record, indent=2))
+        try:
+            async with self.platform.sessions() as session:
+                session.add(job)
+                await session.commit()
+        except IntegrityError:  # the same Idempotency-Key, raced by a concurrent request
+            shutil.rmtree(run_dir, ignore_errors=True)
+            existing = await self._by_key(idempotency_key or "")
+            if existing is None:
+                raise
+            return existing, False
+        self._append(job_id, "state", {"state": "queued"})
+        return job, True
+
+    async def cancel(self, job_id: str) -> Job:
+        """Cancel a job: at once if nothing runs, else by stopping its worker."""
+        return await self._stop(job_id, "cancel", "cancelled", ("queued", "paused", "interrupted"))
+
+    async def pause(self, job_id: str) -> Job:
+        """Pause a job: its worker stops after saving nothing more; resume continues from the
+        last checkpoint."""
+        return await self._stop(job_id, "pause", "paused", ("queued",))
+
+    async def resume(self, job_id: str) -> Job:
+        """Queue a paused, interrupted or failed job again; it resumes from its last checkpoint."""
+        job = await self.get(job_id)
+        changed = await self._cas(
+            job_id,
+            RESUMABLE,
+            "queued",
+            reason=None,
+            stop_request=None,
+            log_tail=None,
+            finished_at=None,
+            pid=None,
+            pid_start=None,
+        )
+        if not changed:
+            raise ConflictError(
+                f"job {job_id} is {job.state}; only {', '.join(RESUMABLE)} jobs can be resumed"
+            )
+        with contextlib.suppress(FileNotFoundError):
+            (self.run_dir(job_id) / CONTROL_FILE).unlink()
+        self._append(job_id, "state", {"state": "queued", "resumed": True})
+        return await self.get(job_id)
+
+    async def delete(self, job_id: str) -> None:
+        """Delete a job that is not running, with its run directory and its models."""
+        job = await self.get(job_id)
+        if job.state in ("queued", *ACTIVE_STATES):
+            raise ConflictError(f"job {job_id} is {job.state}; cancel it before deleting it")
+        async with self.platform.sessions() as session:
+            await session.execute(delete(Model).where(Model.job_id == job_id))
+            result = await session.execute(
+                delete(Job).where(Job.id == job_id, Job.state.not_in(("queued", *ACTIVE_STATES)))
+            )
+            await session.commit()
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            raise ConflictError(f"job {job_id} changed state while being deleted; try again")
+        self._tails.pop(job_id, None)
+        shutil.rmtree(self.run_dir(job_id), ignore_errors=True)
+
+    async def get(self, job_id: str) -> Job:
+        async with self.platform.sessions() as session:
+            job = await session.get(Job, job_id)
+        if job is None:
+            raise NotFoundError(f"no job with id {job_id!r}")
+        return job
 
     async def counts(self) -> dict[str, int]:
         async with self.platform.sessions() as session:
             rows = await session.execute(select(Job.state, func.count()).group_by(Job.state))
             return {state: n for state, n in rows.all()}
+
+    async def _stop(self, job_id: str, request: str, state: str, direct: tuple[str, ...]) -> Job:
+        job = await self.get(job_id)
+        if await self._cas(
+            job_id,
+            direct,
+            state,
+            reason=f"{request} requested",
+            finished_at=now() if state == "cancelled" else None,
+        ):
+            self._append(job_id, "state", {"state": state, "reason": f"{request} requested"})
+            return await self.get(job_id)
+        if not await self._cas(job_id, ACTIVE_STATES, None, stop_request=request):
+            raise ConflictError(f"job {job_id} is {job.state}; it cannot be {state} now")
+        (self.run_dir(job_id) / CONTROL_FILE).write_text(json.dumps({"stop": request}))
+        job = await self.get(job_id)
+        if job.pid is not None and is_alive(job.pid, job.pid_start):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(job.pid, signal.SIGTERM)
+        self.wake()
+        return job
+
+    async def _by_key(self, key: str) -> Job | None:
+        async with self.platform.sessions() as session:
+            return await session.scalar(select(Job).where(Job.idempotency_key == key))
+
+    async def _refs(self) -> Any:
+        async with self.platform.sessions() as session:
+            rows = (await session.scalars(select(Dataset))).all()
+        refs = {d.id: DatasetRef(d.id, d.kind, self.settings.dataset_file(d.id)) for d in rows}
+        return refs.get
+
+    def _resource(self, backend: str) -> str:
+        if backend == "tinker":
+            return "remote"
+        return "gpu" if self.gpus > 0 else "cpu"
+
+    async def _cas(
+        self, job_id: str, expected: tuple[str, ...], state: str | None, **values: Any
+    ) -> bool:
+        """Set `state` (and `values`) only if the job is in one of `expected` states."""
+        if state is not None:
+            values["state"] = state
+        values["updated_at"] = now()
+        async with self.platform.sessions() as session:
+            result = await session.execute(
+                update(Job).where(Job.id == job_id, Job.state.in_(expected)).values(**values)
+            )
+            await session.commit()
+        return result.rowcount == 1  # type: ignore[attr-defined]
+
+    def _append(self, job_id: str, kind: str, data: dict[str, Any]) -> None:
+        append_event(self.run_dir(job_id), kind, data)
+        self._dirty.add(job_id)
+        self.wake()
+
+    # ---- watch ------------------------------------------------------------------------
+    async def _watch(self) -> None:
+        async with self.platform.sessions() as session:
+            watched = (
+                await session.scalars(
+                    select(Job).where(Job.state.in_(ACTIVE_STATES) | Job.id.in_(self._dirty))
+                )
+            ).all()
+        self._dirty.difference_update(j.id for j in watched)
+        for job in watched:
+            await self._apply_new_events(job)
+            if job.state in ACTIVE_STATES:
+                await self._check_worker(job)
+
+    async def _apply_new_events(self, job: Job) -> None:
+        tail = self._tails.get(job.id)
+        if tail is None:
+            tail = self._tails[job.id] = EventTail(self.run_dir(job.id) / EVENTS_FILE)
+        hub = self.platform.hub
+        async with hub.lock(job.id):
+            events = [e for e in tail.read_new() if e["seq"] > job.last_seq]
+            if not events:
+                hub.mark_published(job.id, job.last_seq)
+                return
+            async with self.platform.sessions() as session:
+                row = await session.get(Job, job.id)
+                if row is None:
+                    return
+                for event in events:
+                    await self._apply(session, row, event)
+                row.last_seq = events[-1]["seq"]
+                await session.commit()
+                job.state, job.last_seq = row.state, row.last_seq
+                snapshot = _snapshot(row)
+            await hub.publish(job.id, events, snapshot)
+
+    async def _apply(self, session: Any, job: Job, event: dict[str, Any]) -> None:
+        kind, data = event["type"], event.get("data") or {}
+        if kind == "state":
+            self._apply_state(job, data)
+        elif kind == "plan":
+            job.total_steps = data.get("total_steps")
+            job.step = data.get("start_step", job.step)
+        elif kind == "metrics":
+            job.step = max(job.step, int(data.get("step", 0)))
+        elif kind == "checkpoint" and data.get("sampler_path"):
+            await self._add_model(session, job, data)
+
+    def _apply_state(self, job: Job, data: dict[str, Any]) -> None:
+        state = data.get("state")
+        if state not in _FROM or job.state not in _FROM[state]:
+            return  # the server's own transitions (already in the row), or a lost race
+        job.state = state
+        if state == "running":
+            job.pid = data.get("pid", job.pid)
+            return
+        job.reason = data.get("reason")
+        job.log_tail = data.get("log_tail")
+        job.device = None
+        job.finished_at = now()
+        if state == "succeeded":
+            job.step = int(data.get("steps", job.step))
+
+    async def _add_model(self, session: Any, job: Job, data: dict[str, Any]) -> None:
+        path = str(data["sampler_path"])
+        exists = await session.scalar(
+            select(Model.id).where(Model.job_id == job.id, Model.sampler_path == path)
+        )
+        if exists is not None:
+            return
+        step, stage = int(data.get("step", 0)), data.get("stage")
+        label = f"{job.name}/{stage}" if stage else job.name
+        session.add(
+            Model(
+                id=new_id("mdl"),
+                name=f"{label}@{step}",
+                job_id=job.id,
+                dataset_id=job.dataset_id,
+                base_model=job.base_model,
+                backend=job.backend,
+                step=step,
+                stage=stage,
+                sampler_path=path,
+                state_path=data.get("state_path"),
+                metrics=self._metrics_at(job.id, step, stage),
+            )
+        )
+
+    def _metrics_at(self, job_id: str, step: int, stage: str | None) -> dict[str, Any]:
+        """The metrics logged at `step` (every key's latest value up to it) for a model row."""
+        from thinker.runs import METRICS_FILE, read_jsonl
+
+        merged: dict[str, Any] = {}
+        for row in read_jsonl(self.run_dir(job_id) / METRICS_FILE):
+            if row.get("stage") == stage and row.get("step", 0) <= step:
+                merged.update({k: v for k, v in row.items() if k not in ("time", "stage")})
+        return merged
+
+    async def _check_worker(self, job: Job) -> None:
+        run_dir = self.run_dir(job.id)
+        alive, code = self._worker_alive(job)
+        if alive:
+            await self._heartbeat(job, run_dir)
+            return
+        await self._apply_new_events(job)  # what it wrote before it went
+        if job.state not in ACTIVE_STATES:
+            return
+        fresh = await self.get(job.id)
+        state = {"cancel": "cancelled", "pause": "paused"}.get(fresh.stop_request or "")
+        state = state or "interrupted"
+        how = f"exited with code {code}" if code is not None else "is no longer running"
+        reason = f"the worker (pid {job.pid}) {how} before the job finished"
+        self._append(
+            job.id, "state", {"state": state, "reason": reason, "log_tail": _tail(run_dir)}
+        )
+        await self._apply_new_events(job)
+
+    def _worker_alive(self, job: Job) -> tuple[bool, int | None]:
+        child = self._children.get(job.id)
+        if child is not None:
+            code = child.poll()
+            if code is None:
+                return True, None
+            del self._children[job.id]
+            return False, code
+        if job.pid is None:
+            return False, None
+        return is_alive(job.pid, job.pid_start), None
+
+    async def _heartbeat(self, job: Job, run_dir: Path) -> None:
+        try:
+            beat = (run_dir / HEARTBEAT_FILE).stat().st_mtime
+        except FileNotFoundError:
+            return
+        if job.heartbeat_at is None or beat - job.heartbeat_at >= 1.0:
+            await self._cas(job.id, ACTIVE_STATES, None, heartbeat_at=beat)
+            job.heartbeat_at = beat
+
+    # ---- schedule ---------------------------------------------------------------------
+    async def _schedule(self) -> None:
+        async with self.platform.sessions() as session:
+            queued = (
+                await session.scalars(
+                    select(Job)
+                    .where(Job.state == "queued")
+                    .order_by(Job.priority.desc(), Job.created_at, Job.id)
+                )
+            ).all()
+            if not queued:
+                return
+            active = (await session.scalars(select(Job).where(Job.state.in_(ACTIVE_STATES)))).all()
+        busy = {j.device for j in active if j.device}
+        running = Counter(j.resource for j in active)
+        limits = {"cpu": self.settings.max_cpu_jobs, "remote": self.settings.max_remote_jobs}
+        held_back: set[str] = set()
+        for job in queued:
+            if job.resource in held_back:
+                continue
+            device = None
+            if job.resource == "gpu":
+                free = [f"cuda:{i}" for i in range(self.gpus) if f"cuda:{i}" not in busy]
+                device = free[0] if free else None
+                if device is None:
+                    held_back.add("gpu")
+                    continue
+            elif running[job.resource] >= limits.get(job.resource, 1):
+                held_back.add(job.resource)
+                continue
+            if await self._launch(job, device):
+                running[job.resource] += 1
+                busy.add(device)
+
+    async def _launch(self, job: Job, device: str | None) -> bool:
+        started = await self._cas(
+            job.id,
+            ("queued",),
+            "starting",
+            device=device,
+            started_at=now(),
+            attempts=job.attempts + 1,
+            stop_request=None,
+            heartbeat_at=None,
+        )
+        if not started:
+            return False
+        self._append(
+            job.id, "state", {"state": "starting", "device": device, "attempt": job.attempts + 1}
+        )
+        try:
+            child = self._spawn(job, device)
+        except OSError as e:
+            self._append(
+                job.id, "state", {"state": "failed", "reason": f"could not start the worker: {e}"}
+            )
+            await self._cas(
+                job.id,
+                ("starting",),
+                "failed",
+                finished_at=now(),
+                reason=f"could not start the worker: {e}",
+                device=None,
+            )
+            return False
+        self._children[job.id] = child
+        await self._cas(job.id, ACTIVE_STATES, None, pid=child.pid, pid_start=start_time(child.pid))
+        return True
+
+    def _spawn(self, job: Job, device: str | None) -> subprocess.Popen[bytes]:
+        run_dir = self.run_dir(job.id)
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        if device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = device.split(":")[1]
+        elif job.resource == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        if job.backend == "tinker":
+            from thinker.server.secrets import read_secret
+
+            key = read_secret(self.settings, "tinker_api_key") or os.environ.get("TINKER_API_KEY")
+            if key:
+                env["TINKER_API_KEY"] = key
+        with open(run_dir / LOG_FILE, "ab") as log_file:
+            return subprocess.Popen(
+                [sys.executable, "-m", "thinker.jobs.worker", str(run_dir)],
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=run_dir,
+                env=env,
+                start_new_session=True,  # a signal to the server's group does not reach it
+            )
+
+
+def _snapshot(job: Job) -> dict[str, Any]:
+    return {
+        "job_id": job.id,
+        "name": job.name,
+        "state": job.state,
+        "reason": job.reason,
+        "step": job.step,
+        "total_steps": job.total_steps,
+        "last_seq": job.last_seq,
+    }
+
+
+def _tail(run_dir: Path, lines: int = 40) -> str:
+    try:
+        text = (run_dir / LOG_FILE).read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _cuda_devices() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:
+        return 0

@@ -35,6 +35,7 @@ from thinker.pipeline.config import (
 )
 from thinker.pipeline.metadata import RunMetadata, section_fingerprint
 from thinker.renderers import renderer_for
+from thinker.runs import MetricsLogger
 
 
 async def train_section(
@@ -42,6 +43,7 @@ async def train_section(
     run_dir: Path,
     storage_dir: Path,
     judge_path: str | None = None,
+    logger: MetricsLogger | None = None,
     **overrides: Any,
 ) -> RunResult:
     """Run `section`'s algorithm writing into `run_dir`, its checkpoints kept in `storage_dir`.
@@ -52,20 +54,24 @@ async def train_section(
         storage_dir: The local engine's storage directory (ignored on Tinker).
         judge_path: An rm stage's final sampler weights: the judge of an rl stage whose
             reward is `reward_model`.
+        logger: Where metrics and events go (default: the run directory's metrics.jsonl,
+            echoed to stdout); the job worker passes one that also feeds events.jsonl.
         **overrides: Settings the pipeline sets, e.g. `init_from`.
     """
     service = make_service(section, storage_dir)
     if isinstance(section, SLTraining):
-        return await sl.main(section.to_run_config(run_dir, **overrides), service)
+        return await sl.main(section.to_run_config(run_dir, **overrides), service, logger)
     if isinstance(section, DPOTraining):
-        return await dpo.main(section.to_run_config(run_dir, **overrides), service)
+        return await dpo.main(section.to_run_config(run_dir, **overrides), service, logger)
     if isinstance(section, RLTraining):
         judge = await _judge(service, section, judge_path)
-        return await rl.main(section.to_run_config(run_dir, **overrides), service, reward_fn=judge)
+        config = section.to_run_config(run_dir, **overrides)
+        return await rl.main(config, service, logger, reward_fn=judge)
     if isinstance(section, RMTraining):
-        return await reward_model.train_reward_model(section.to_run_config(run_dir), service)
+        config = section.to_run_config(run_dir)
+        return await reward_model.train_reward_model(config, service, logger)
     if isinstance(section, RLHFTraining):
-        return await rlhf.main(section.to_run_config(run_dir, **overrides), service)
+        return await rlhf.main(section.to_run_config(run_dir, **overrides), service, logger)
     assert_never(section)
 
 

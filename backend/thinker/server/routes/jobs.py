@@ -1,5 +1,263 @@
-"""(placeholder: being written)"""
+"""Jobs: create (validated against its dataset, then queued), list, read, stop, resume,
+metrics, logs, events, checkpoints, delete."""
 
-from fastapi import APIRouter
+from __future__ import annotations
 
-router = APIRouter(tags=["jobs"])
+import asyncio
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Query, Response, status
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
+
+from thinker.jobs.events import read_events
+from thinker.jobs.worker import LOG_FILE
+from thinker.runs import CHECKPOINTS_FILE, METRICS_FILE, read_jsonl
+from thinker.server.deps import PlatformDep, SessionDep
+from thinker.store import Job
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+JobState = Literal[
+    "queued", "starting", "running", "succeeded", "failed", "cancelled", "paused", "interrupted"
+]
+
+
+class JobCreate(BaseModel):
+    name: str | None = Field(None, max_length=200)  # a label; default "<algorithm>-<model>"
+    algorithm: Literal["sl", "dpo", "rl", "rlhf"]
+    backend: Literal["local", "tinker"] = "local"
+    base_model: str = Field("thinker/tiny", min_length=1, max_length=300)
+    dataset_id: str | None = None  # rlhf: the SL demonstrations; config.rm/rl name theirs
+    config: dict[str, Any] = Field(default_factory=dict)  # the algorithm's settings
+    priority: int = Field(0, ge=-100, le=100)  # higher starts first
+
+
+class JobPublic(BaseModel):
+    id: str
+    name: str
+    algorithm: str
+    backend: str
+    base_model: str
+    dataset_id: str | None
+    config: dict[str, Any]
+    state: JobState
+    reason: str | None
+    log_tail: str | None
+    priority: int
+    resource: str
+    device: str | None
+    step: int
+    total_steps: int | None
+    progress: float | None  # step / total_steps
+    eta_s: float | None  # seconds left at the pace so far
+    attempts: int
+    last_seq: int  # the last event number applied: where a live stream continues from
+    heartbeat_at: datetime | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, job: Job) -> JobPublic:
+        progress = job.step / job.total_steps if job.total_steps else None
+        return cls(
+            **{k: getattr(job, k) for k in _PLAIN},
+            progress=progress,
+            eta_s=_eta(job),
+            heartbeat_at=_time(job.heartbeat_at),
+            created_at=_time(job.created_at),
+            started_at=_time(job.started_at),
+            finished_at=_time(job.finished_at),
+        )
+
+
+_PLAIN = [
+    "id",
+    "name",
+    "algorithm",
+    "backend",
+    "base_model",
+    "dataset_id",
+    "config",
+    "state",
+    "reason",
+    "log_tail",
+    "priority",
+    "resource",
+    "device",
+    "step",
+    "total_steps",
+    "attempts",
+    "last_seq",
+]
+
+
+class JobsPublic(BaseModel):
+    data: list[JobPublic]
+    count: int
+
+
+class MetricsPage(BaseModel):
+    data: list[dict[str, Any]]  # metrics.jsonl rows: {"step", "time", <metric>: value, ...}
+    count: int  # rows in the file
+    next_offset: int | None
+
+
+class JobLogs(BaseModel):
+    lines: list[str]
+    total_lines: int
+
+
+class JobEvents(BaseModel):
+    data: list[dict[str, Any]]  # {"seq", "time", "type", "data"}
+    last_seq: int
+
+
+class CheckpointsPublic(BaseModel):
+    data: list[dict[str, Any]]  # checkpoints.jsonl rows (rlhf: each stage's, with "stage")
+
+
+def _time(value: float | None) -> datetime | None:
+    return datetime.fromtimestamp(value, UTC) if value is not None else None
+
+
+def _eta(job: Job) -> float | None:
+    if job.state != "running" or not job.total_steps or not job.started_at or job.step <= 0:
+        return None
+    elapsed = datetime.now(UTC).timestamp() - job.started_at
+    return max(0.0, elapsed / job.step * (job.total_steps - job.step))
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+async def create_job(
+    body: JobCreate,
+    platform: PlatformDep,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> JobPublic:
+    """Validate a job against its dataset and queue it (`Idempotency-Key`: one job per key)."""
+    job, created = await platform.jobs.create(**body.model_dump(), idempotency_key=idempotency_key)
+    if not created:
+        response.status_code = status.HTTP_200_OK
+        response.headers["Idempotent-Replayed"] = "true"
+    return JobPublic.of(job)
+
+
+@router.get("")
+async def read_jobs(
+    session: SessionDep,
+    state: JobState | None = None,
+    algorithm: Literal["sl", "dpo", "rl", "rlhf"] | None = None,
+    backend: Literal["local", "tinker"] | None = None,
+    dataset_id: str | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> JobsPublic:
+    """Jobs, newest first, filtered by state, algorithm, backend or dataset."""
+    query = select(Job)
+    for column, value in (
+        (Job.state, state),
+        (Job.algorithm, algorithm),
+        (Job.backend, backend),
+        (Job.dataset_id, dataset_id),
+    ):
+        if value is not None:
+            query = query.where(column == value)
+    count = await session.scalar(select(func.count()).select_from(query.subquery()))
+    rows = await session.scalars(
+        query.order_by(Job.created_at.desc(), Job.id).offset(offset).limit(limit)
+    )
+    return JobsPublic(data=[JobPublic.of(j) for j in rows], count=count or 0)
+
+
+@router.get("/{job_id}")
+async def read_job(job_id: str, platform: PlatformDep) -> JobPublic:
+    """One job: state, progress, ETA, and why it failed or stopped."""
+    return JobPublic.of(await platform.jobs.get(job_id))
+
+
+@router.post("/{job_id}/cancel")
+async def cancel_job(job_id: str, platform: PlatformDep) -> JobPublic:
+    """Cancel a job (its worker stops at the next step)."""
+    return JobPublic.of(await platform.jobs.cancel(job_id))
+
+
+@router.post("/{job_id}/pause")
+async def pause_job(job_id: str, platform: PlatformDep) -> JobPublic:
+    """Pause a job; resume continues from its last checkpoint."""
+    return JobPublic.of(await platform.jobs.pause(job_id))
+
+
+@router.post("/{job_id}/resume")
+async def resume_job(job_id: str, platform: PlatformDep) -> JobPublic:
+    """Queue a paused, interrupted or failed job again, from its last checkpoint."""
+    return JobPublic.of(await platform.jobs.resume(job_id))
+
+
+@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_job(job_id: str, platform: PlatformDep) -> None:
+    """Delete a job that is not running, with its run directory and models."""
+    await platform.jobs.delete(job_id)
+
+
+@router.get("/{job_id}/metrics")
+async def read_job_metrics(
+    job_id: str,
+    platform: PlatformDep,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> MetricsPage:
+    """The job's metrics.jsonl rows, in pages."""
+    await platform.jobs.get(job_id)
+    rows = await asyncio.to_thread(read_jsonl, platform.jobs.run_dir(job_id) / METRICS_FILE)
+    page = rows[offset : offset + limit]
+    more = offset + limit < len(rows)
+    return MetricsPage(data=page, count=len(rows), next_offset=offset + limit if more else None)
+
+
+@router.get("/{job_id}/logs")
+async def read_job_logs(
+    job_id: str, platform: PlatformDep, tail: Annotated[int, Query(ge=1, le=10_000)] = 200
+) -> JobLogs:
+    """The last lines of the worker's log."""
+    await platform.jobs.get(job_id)
+    path = platform.jobs.run_dir(job_id) / LOG_FILE
+    text = await asyncio.to_thread(_read_text, path)
+    lines = text.splitlines()
+    return JobLogs(lines=lines[-tail:], total_lines=len(lines))
+
+
+@router.get("/{job_id}/events")
+async def read_job_events(
+    job_id: str,
+    platform: PlatformDep,
+    after_seq: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> JobEvents:
+    """The job's numbered events after `after_seq` (what Socket.IO replays)."""
+    job = await platform.jobs.get(job_id)
+    events = await asyncio.to_thread(
+        read_events, platform.jobs.run_dir(job_id), after_seq, job.last_seq
+    )
+    return JobEvents(data=events[:limit], last_seq=job.last_seq)
+
+
+@router.get("/{job_id}/checkpoints")
+async def read_job_checkpoints(job_id: str, platform: PlatformDep) -> CheckpointsPublic:
+    """Every checkpoint the job saved (state and sampler paths, step)."""
+    await platform.jobs.get(job_id)
+    run_dir = platform.jobs.run_dir(job_id)
+    rows = await asyncio.to_thread(read_jsonl, run_dir / CHECKPOINTS_FILE)
+    for stage in ("sl", "rm", "rl"):  # rlhf keeps one file per stage
+        staged = await asyncio.to_thread(read_jsonl, run_dir / stage / CHECKPOINTS_FILE)
+        rows += [{**r, "stage": stage} for r in staged]
+    return CheckpointsPublic(data=rows)
+
+
+def _read_text(path: Any) -> str:
+    try:
+        return path.read_text(errors="replace")  # type: ignore[no-any-return]
+    except FileNotFoundError:
+        return ""

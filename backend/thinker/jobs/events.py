@@ -1,0 +1,119 @@
+"""`events.jsonl`: a job's numbered event log, the source of every live update.
+
+Each line is `{"seq": n, "time": t, "type": ..., "data": {...}}` with `seq` = 1, 2, 3, ...
+without gaps. The server (queued, starting, cancelled, interrupted) and the worker (running,
+metrics, logs, checkpoints, the final state) both append to it, so an append takes an
+exclusive `flock` on the file, reads the last complete line's number and writes the next one.
+A line torn by a crash is skipped by readers and its number reused, so numbering stays
+gap-free. Clients that reconnect are sent the lines after the last number they saw.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EVENTS_FILE = "events.jsonl"
+TERMINAL_STATES = ("succeeded", "failed", "cancelled")
+# States from which nothing runs until someone acts (resume, cancel, delete).
+STOPPED_STATES = (*TERMINAL_STATES, "paused", "interrupted")
+ACTIVE_STATES = ("starting", "running")
+
+
+def append_event(run_dir: Path, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """Append one event with the next sequence number; returns it as written."""
+    path = Path(run_dir) / EVENTS_FILE
+    with open(path, "a+b") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            last, ends_cleanly = _last_seq(f)
+            event = {"seq": last + 1, "time": time.time(), "type": kind, "data": _finite(data)}
+            line = json.dumps(event, allow_nan=False).encode() + b"\n"
+            f.write(line if ends_cleanly else b"\n" + line)
+            f.flush()
+            os.fsync(f.fileno())
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    return event
+
+
+def _last_seq(f: Any) -> tuple[int, bool]:
+    """The last complete line's seq (0 if none), and whether the file ends with a newline."""
+    size = f.seek(0, os.SEEK_END)
+    if size == 0:
+        return 0, True
+    block, tail = 4096, b""
+    while True:
+        start = max(0, size - len(tail) - block)
+        f.seek(start)
+        tail = f.read(size - start)
+        lines = tail.split(b"\n")
+        # lines[-1] is what follows the last newline: b"" when the file ends cleanly.
+        for raw in reversed(lines[1:-1] if start > 0 else lines[:-1]):
+            seq = _seq_of(raw)
+            if seq is not None:
+                return seq, tail.endswith(b"\n")
+        if start == 0:
+            return 0, tail.endswith(b"\n")
+
+
+def _seq_of(raw: bytes) -> int | None:
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return value.get("seq") if isinstance(value, dict) else None
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities become null (strict JSON), recursively."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+@dataclass
+class EventTail:
+    """Reads the events appended since the last call (the server keeps one per job)."""
+
+    path: Path
+    offset: int = 0
+    _partial: bytes = field(default=b"", repr=False)
+
+    def read_new(self) -> list[dict[str, Any]]:
+        """Complete events written since the last call; a line still being written waits."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # b"" unless the last line is incomplete
+        return [e for e in (_parse(raw) for raw in lines) if e is not None]
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # a line torn by a crash (its number is reused by the next append)
+    return value if isinstance(value, dict) and isinstance(value.get("seq"), int) else None
+
+
+def read_events(run_dir: Path, after: int = 0, upto: int | None = None) -> list[dict[str, Any]]:
+    """The events with `after < seq <= upto` (all after `after` when `upto` is None)."""
+    events = EventTail(Path(run_dir) / EVENTS_FILE).read_new()
+    return [e for e in events if e["seq"] > after and (upto is None or e["seq"] <= upto)]

@@ -1,0 +1,227 @@
+"""The worker: one process per job, `python -m thinker.jobs.worker <run dir>`.
+
+It reads `job.json` (written by the server when the job was created), runs the algorithm
+with the run directory as its durable record, and reports through `events.jsonl`: `running`,
+`plan`, `metrics`, `log`, `checkpoint`, ..., then one final `state` event (succeeded, failed
+with the reason and the log tail, or cancelled / paused / interrupted when stopped). It
+touches `heartbeat` every few seconds. SIGTERM stops it between steps: the server writes
+`control.json` (`{"stop": "cancel" | "pause"}`) first, so the worker records why it stopped.
+Everything it needs is in the run directory, so a worker outlives a server that dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import signal
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+from thinker.jobs.events import append_event
+from thinker.runs import RunLogger
+
+JOB_FILE = "job.json"
+CONTROL_FILE = "control.json"
+HEARTBEAT_FILE = "heartbeat"
+LOG_FILE = "worker.log"
+HEARTBEAT_EVERY_S = 2.0
+LOG_TAIL_LINES = 40
+MAX_LOG_LINE = 2000
+
+
+class JobLogger:
+    """The algorithms' MetricsLogger: metrics.jsonl and a readable log line (as the CLI's
+    RunLogger writes them), plus a numbered event for live clients."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.stage: str | None = None  # rlhf: the stage being trained
+        self._run_log = RunLogger(run_dir, echo=True)
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        tag = {"stage": self.stage} if self.stage else {}
+        self._run_log.log_metrics({**tag, **metrics}, step)  # type: ignore[dict-item]
+        append_event(self.run_dir, "metrics", {"step": step, **tag, "metrics": metrics})
+
+    def log_event(self, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "stage":
+            self.stage = str(payload.get("name"))
+        tag = {"stage": self.stage} if self.stage and "stage" not in payload else {}
+        self._run_log.log_event(kind, payload)
+        append_event(self.run_dir, kind, {**tag, **payload})
+
+
+class _LogLines(io.TextIOBase):
+    """A stdout/stderr that keeps writing to the log file and emits each line as an event."""
+
+    def __init__(self, run_dir: Path, sink: Any, secrets: list[str]) -> None:
+        self.run_dir, self.sink, self.secrets = run_dir, sink, secrets
+        self._buffer = ""
+        self._lock = threading.Lock()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        text = _scrub(text, self.secrets)
+        with self._lock:
+            self.sink.write(text)
+            self.sink.flush()
+            self._buffer += text
+            *lines, self._buffer = self._buffer.split("\n")
+        for line in lines:
+            if line.strip():
+                append_event(self.run_dir, "log", {"line": line[:MAX_LOG_LINE]})
+        return len(text)
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def _heartbeat(run_dir: Path, stop: threading.Event) -> None:
+    path = run_dir / HEARTBEAT_FILE
+    while not stop.is_set():
+        path.touch()
+        stop.wait(HEARTBEAT_EVERY_S)
+
+
+def _stop_requested(run_dir: Path) -> str | None:
+    try:
+        return json.loads((run_dir / CONTROL_FILE).read_text()).get("stop")
+    except (OSError, ValueError):
+        return None
+
+
+def _log_tail(run_dir: Path) -> str:
+    try:
+        lines = (run_dir / LOG_FILE).read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-LOG_TAIL_LINES:])
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run(run_dir: Path) -> int:
+    """Run the job in `run_dir` to its end; the exit code says how it ended (0 = succeeded)."""
+    from thinker.pipeline.metadata import secret_values
+
+    spec = json.loads((run_dir / JOB_FILE).read_text())
+    secrets = secret_values()
+    sys.stdout = _LogLines(run_dir, sys.__stdout__, secrets)
+    sys.stderr = _LogLines(run_dir, sys.__stderr__, secrets)
+    signal.signal(signal.SIGTERM, _interrupt)
+    stop = threading.Event()
+    threading.Thread(target=_heartbeat, args=(run_dir, stop), daemon=True).start()
+    append_event(run_dir, "state", {"state": "running", "pid": os.getpid()})
+    print(f"[thinker] job {spec['job_id']} ({spec['algorithm']}) running in {run_dir}", flush=True)
+    try:
+        result = _train(run_dir, spec)
+    except KeyboardInterrupt:
+        state = {"cancel": "cancelled", "pause": "paused"}.get(_stop_requested(run_dir) or "")
+        state = state or "interrupted"
+        print(f"[thinker] stopped: {state}", flush=True)
+        append_event(
+            run_dir,
+            "state",
+            {
+                "state": state,
+                "reason": "stopped by request"
+                if state != "interrupted"
+                else "worker was terminated",
+            },
+        )
+        return 130
+    except BaseException as e:  # noqa: BLE001 - every failure is reported, then the exit code
+        traceback.print_exc()
+        reason = _scrub(_describe(e), secrets)
+        append_event(
+            run_dir, "state", {"state": "failed", "reason": reason, "log_tail": _log_tail(run_dir)}
+        )
+        return 1
+    finally:
+        stop.set()
+    append_event(run_dir, "state", {"state": "succeeded", **result})
+    return 0
+
+
+def _train(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    from pydantic import TypeAdapter
+
+    from thinker.pipeline.config import TrainingConfig
+    from thinker.pipeline.train import train_section
+
+    section = TypeAdapter(TrainingConfig).validate_python(spec["section"])
+    _write_metadata(run_dir, spec, section)
+    logger = JobLogger(run_dir)
+    result = asyncio.run(train_section(section, run_dir, run_dir, logger=logger))
+    return {
+        "steps": result.steps,
+        "final_metrics": result.final_metrics,
+        "state_path": result.state_path,
+        "sampler_path": result.sampler_path,
+    }
+
+
+def _write_metadata(run_dir: Path, spec: dict[str, Any], section: Any) -> None:
+    """metadata.json: what produced this run (code, data, settings, versions)."""
+    from thinker.data import dataset_sha256
+    from thinker.pipeline.metadata import (
+        git_commit,
+        package_versions,
+        section_fingerprint,
+        utc_now,
+        write_json_atomically,
+    )
+
+    path = run_dir / "metadata.json"
+    previous = json.loads(path.read_text()) if path.is_file() else {}
+    datasets = {
+        k: {"id": v["id"], "sha256": dataset_sha256(Path(v["path"]))}
+        for k, v in spec.get("datasets", {}).items()
+    }
+    write_json_atomically(
+        path,
+        {
+            "job_id": spec["job_id"],
+            "name": spec["name"],
+            "algorithm": spec["algorithm"],
+            "created_at": previous.get("created_at", utc_now()),
+            "started_at": [*previous.get("started_at", []), utc_now()],
+            "git_commit": git_commit(Path(__file__).parent),
+            "config_fingerprint": section_fingerprint(section),
+            "datasets": datasets,
+            "packages": package_versions(),
+        },
+    )
+
+
+def _describe(e: BaseException) -> str:
+    from thinker.errors import ThinkerError
+
+    return str(e) if isinstance(e, ThinkerError) else f"{type(e).__name__}: {e}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m thinker.jobs.worker <run dir>", file=sys.stderr)
+        return 2
+    return run(Path(args[0]).resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
