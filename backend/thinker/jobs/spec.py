@@ -107,6 +107,7 @@ def _parts(
             problems.append(
                 f"config.{stage}: a mapping of the {stage} stage's settings, with a dataset_id"
             )
+            raw[stage] = {"dataset": _MISSING}  # reported once, here, not again by the schema
             continue
         parts.append((f"config.{stage}", part, stage, stage == "sl"))
     return parts

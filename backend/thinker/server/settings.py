@@ -24,8 +24,8 @@ class Settings(BaseSettings):
     max_upload_mb: int = Field(200, gt=0)  # per uploaded file
     max_line_bytes: int = Field(1_000_000, gt=0)  # per JSONL line / CSV row
     max_rows: int = Field(1_000_000, gt=0)  # per dataset
-    max_cpu_jobs: int = Field(1, ge=1)  # local jobs at once on a machine without a GPU
-    max_remote_jobs: int = Field(4, ge=1)  # Tinker jobs at once
+    max_cpu_jobs: int = Field(1, ge=0)  # local jobs at once without a GPU; 0 = hold them queued
+    max_remote_jobs: int = Field(4, ge=0)  # Tinker jobs at once; 0 = hold them queued
     gpus: int | None = Field(None, ge=0)  # None = count the CUDA devices
     model_pool_size: int = Field(2, ge=1)  # loaded models kept for sampling (LRU)
     heartbeat_timeout_s: float = Field(30.0, gt=0)  # a worker silent this long is reported stale

@@ -1,0 +1,218 @@
+"""Jobs through the REST API, in process, on SQLite and PostgreSQL: validation before
+anything is queued, Idempotency-Key, state changes of queued jobs, priorities, filters,
+metrics and models of a job that ran (a real worker process on the tiny model)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from tests.api.conftest import make_settings
+
+from thinker.server.app import create_app
+from thinker.store import Dataset, Job
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "data" / "examples"
+
+
+def _platform(client: TestClient) -> Any:
+    return client.app.other_asgi_app.state.platform  # type: ignore[attr-defined]
+
+
+def add_dataset(client: TestClient, source: Path, kind: str) -> str:
+    """A stored dataset row and file, as an upload leaves them (uploads are tested apart)."""
+    platform = _platform(client)
+    dataset_id = f"ds_{kind[:4]}{abs(hash(source)) % 10**8:08d}"
+    shutil.copy(source, platform.settings.dataset_file(dataset_id))
+    rows = sum(1 for line in source.read_text().splitlines() if line.strip())
+
+    async def insert() -> None:
+        async with platform.sessions() as session:
+            session.add(
+                Dataset(
+                    id=dataset_id,
+                    name=source.stem,
+                    kind=kind,
+                    source_format="jsonl",
+                    filename=source.name,
+                    num_rows=rows,
+                    size_bytes=1,
+                    sha256="0",
+                )
+            )
+            await session.commit()
+
+    client.portal.call(insert)
+    return dataset_id
+
+
+def job_rows(client: TestClient) -> list[Job]:
+    async def read() -> list[Job]:
+        from sqlalchemy import select
+
+        async with _platform(client).sessions() as session:
+            return list((await session.scalars(select(Job))).all())
+
+    return client.portal.call(read)
+
+
+@pytest.fixture
+def held(tmp_path: Path, database_url: str | None) -> Iterator[TestClient]:
+    """A server whose local jobs stay queued (max_cpu_jobs=0): for the queue's own states."""
+    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=0)
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def wait_state(
+    client: TestClient, job_id: str, states: tuple[str, ...], timeout: float = 120
+) -> dict:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = client.get(f"/api/jobs/{job_id}").json()
+        if job["state"] in states:
+            return job
+        time.sleep(0.1)
+    raise TimeoutError(f"{job_id}: {job['state']}")
+
+
+def test_a_bad_job_is_refused_with_every_problem_and_nothing_is_stored(held: TestClient) -> None:
+    chat = add_dataset(held, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
+    runs = _platform(held).settings.runs_dir
+    response = held.post(
+        "/api/jobs",
+        json={
+            "algorithm": "dpo",
+            "dataset_id": chat,
+            "config": {
+                "beta": -1,
+                "dataset": "../../etc/passwd",
+                "log_path": "/tmp/x",
+                "learning_rat": 1e-4,
+                "api_key": "sk-secret-value",
+            },
+        },
+    )
+    assert response.status_code == 422
+    body = response.json()
+    problems = body["problems"]
+    assert f"dataset_id: dataset {chat} holds chat rows; dpo trains on preferences" in problems
+    assert any(p.startswith("config.dataset: paths are not accepted") for p in problems)
+    assert any(p.startswith("config.log_path: paths are not accepted") for p in problems)
+    assert "config.beta: Input should be greater than 0" in problems
+    assert "config.learning_rat: Extra inputs are not permitted" in problems
+    assert any(p.startswith("config.api_key: secrets are not accepted") for p in problems)
+    assert "sk-secret-value" not in response.text
+    assert job_rows(held) == [] and list(runs.iterdir()) == []
+
+    unknown = held.post("/api/jobs", json={"algorithm": "sl", "dataset_id": "ds_nope"})
+    assert unknown.status_code == 422
+    assert unknown.json()["problems"] == ["dataset_id: no dataset with id 'ds_nope'"]
+    wrong = held.post("/api/jobs", json={"algorithm": "ppo", "dataset_id": chat})
+    assert wrong.status_code == 422 and "algorithm" in wrong.json()["detail"]
+    assert job_rows(held) == []
+
+
+def test_rlhf_needs_a_dataset_of_the_right_kind_for_each_stage(held: TestClient) -> None:
+    demos = add_dataset(held, EXAMPLES / "rlhf" / "demos.jsonl", "chat")
+    pairs = add_dataset(held, EXAMPLES / "preferences" / "train.jsonl", "preferences")
+    prompts = add_dataset(held, EXAMPLES / "rlhf" / "prompts.jsonl", "problems")
+    missing = held.post(
+        "/api/jobs",
+        json={"algorithm": "rlhf", "dataset_id": demos, "config": {"rm": {"dataset_id": prompts}}},
+    )
+    assert missing.status_code == 422
+    assert sorted(missing.json()["problems"]) == [
+        "config.rl: a mapping of the rl stage's settings, with a dataset_id",
+        f"config.rm.dataset_id: dataset {prompts} holds problems rows; rm trains on preferences",
+    ]
+    ok = held.post(
+        "/api/jobs",
+        json={
+            "algorithm": "rlhf",
+            "dataset_id": demos,
+            "config": {"rm": {"dataset_id": pairs}, "rl": {"dataset_id": prompts, "max_steps": 2}},
+        },
+    )
+    assert ok.status_code == 201, ok.text
+    job_file = _platform(held).settings.runs_dir / ok.json()["id"] / "job.json"
+    assert str(_platform(held).settings.dataset_file(prompts)) in job_file.read_text()
+
+
+def test_idempotency_key_makes_one_job(held: TestClient) -> None:
+    chat = add_dataset(held, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
+    body = {"algorithm": "sl", "dataset_id": chat, "config": {"max_steps": 3}}
+    first = held.post("/api/jobs", json=body, headers={"Idempotency-Key": "retry-1"})
+    again = held.post("/api/jobs", json=body, headers={"Idempotency-Key": "retry-1"})
+    other = held.post("/api/jobs", json=body, headers={"Idempotency-Key": "retry-2"})
+    assert (first.status_code, again.status_code, other.status_code) == (201, 200, 201)
+    assert again.json()["id"] == first.json()["id"] != other.json()["id"]
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert len(job_rows(held)) == 2
+
+
+def test_queued_jobs_cancel_pause_resume_and_filters(held: TestClient) -> None:
+    chat = add_dataset(held, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
+    ids = [
+        held.post(
+            "/api/jobs", json={"algorithm": "sl", "dataset_id": chat, "name": f"j{i}"}
+        ).json()["id"]
+        for i in range(3)
+    ]
+    assert held.post(f"/api/jobs/{ids[0]}/cancel").json()["state"] == "cancelled"
+    assert held.post(f"/api/jobs/{ids[0]}/cancel").status_code == 409
+    assert held.post(f"/api/jobs/{ids[1]}/pause").json()["state"] == "paused"
+    assert held.post(f"/api/jobs/{ids[1]}/resume").json()["state"] == "queued"
+    assert held.post(f"/api/jobs/{ids[2]}/resume").status_code == 409  # queued: nothing to resume
+    assert held.delete(f"/api/jobs/{ids[2]}").status_code == 409  # cancel first
+
+    listed = held.get("/api/jobs", params={"state": "queued"}).json()
+    assert listed["count"] == 2 and {j["id"] for j in listed["data"]} == set(ids[1:])
+    assert held.get("/api/jobs", params={"state": "cancelled"}).json()["count"] == 1
+    assert held.get("/api/jobs", params={"state": "bogus"}).status_code == 422
+    assert held.get("/api/jobs", params={"limit": 1}).json()["count"] == 3
+    assert len(held.get("/api/jobs", params={"limit": 1}).json()["data"]) == 1
+
+    events = held.get(f"/api/jobs/{ids[1]}/events").json()["data"]
+    assert [(e["seq"], e["data"]["state"]) for e in events] == [
+        (1, "queued"),
+        (2, "paused"),
+        (3, "queued"),
+    ]
+    assert held.delete(f"/api/jobs/{ids[0]}").status_code == 204
+    assert held.get(f"/api/jobs/{ids[0]}").status_code == 404
+
+
+def test_priorities_order_the_queue_and_a_run_makes_models(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=1)
+    with TestClient(create_app(settings)) as client:
+        chat = add_dataset(client, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
+        config = {"max_steps": 4, "batch_size": 4, "save_every": 2, "eval_every": 2}
+        first, low, high = (
+            client.post(
+                "/api/jobs",
+                json={"algorithm": "sl", "dataset_id": chat, "config": config, "priority": p},
+            ).json()["id"]
+            for p in (0, 0, 5)
+        )
+        done = {j: wait_state(client, j, ("succeeded",)) for j in (first, low, high)}
+        assert done[first]["started_at"] < done[high]["started_at"] < done[low]["started_at"]
+
+        metrics = client.get(f"/api/jobs/{first}/metrics", params={"limit": 2}).json()
+        assert metrics["count"] >= 4 and len(metrics["data"]) == 2 and metrics["next_offset"] == 2
+        assert client.get(f"/api/jobs/{first}/logs").json()["lines"]
+        checkpoints = client.get(f"/api/jobs/{first}/checkpoints").json()["data"]
+        assert [c["step"] for c in checkpoints] == [2, 4]
+        models = client.get("/api/models", params={"job_id": first}).json()
+        assert sorted(m["step"] for m in models["data"]) == [2, 4]
+        assert {m["sampler_path"] for m in models["data"]} == {
+            c["sampler_path"] for c in checkpoints
+        }

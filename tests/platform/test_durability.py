@@ -1,0 +1,144 @@
+"""Jobs survive what happens to processes: a server killed with SIGKILL mid-job (its worker
+reattached, or marked interrupted and resumed from its last checkpoint), pause / resume and
+cancel of a running job. Nothing stored is lost: the dataset, every metric line, every
+checkpoint record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+from tests.platform.server import ARITHMETIC, ServerProcess, kill_worker_group, upload, wait_for
+
+LONG = {"max_steps": 300, "batch_size": 4, "save_every": 10, "eval_every": 50}
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _start_long_job(client: httpx.Client, dataset_id: str) -> str:
+    response = client.post(
+        "/api/jobs", json={"algorithm": "sl", "dataset_id": dataset_id, "config": LONG}
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def test_server_killed_mid_job_reattaches_to_the_live_worker(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    data_dir = tmp_path / "data"
+    server = ServerProcess(data_dir, database_url).start()
+    try:
+        with server.client() as client:
+            dataset_id = upload(client, ARITHMETIC, "chat")
+            job_id = _start_long_job(client, dataset_id)
+            job = wait_for(client, job_id, ("running",), min_step=15)
+        server.kill9()
+        run_dir = data_dir / "runs" / job_id
+        before = _lines(run_dir / "metrics.jsonl")
+        assert job["step"] < 300
+        server = ServerProcess(data_dir, database_url).start()
+        with server.client() as client:
+            # Its worker never stopped: the new server follows it (or, if it finished while
+            # no server watched, applies its final events); never interrupted, never rerun.
+            done = wait_for(client, job_id, ("succeeded",), timeout=300)
+            assert done["step"] == 300 and done["attempts"] == job["attempts"] == 1
+            states = [
+                e["data"]["state"] for e in _lines(run_dir / "events.jsonl") if e["type"] == "state"
+            ]
+            assert states == ["queued", "starting", "running", "succeeded"]
+            metrics = _lines(run_dir / "metrics.jsonl")
+            assert metrics[: len(before)] == before
+            assert [m["step"] for m in metrics if "train_mean_nll" in m] == list(range(1, 301))
+            events = client.get(f"/api/jobs/{job_id}/events", params={"limit": 10000}).json()
+            seqs = [e["seq"] for e in events["data"]]
+            assert seqs == list(range(1, len(seqs) + 1))
+            models = client.get("/api/models", params={"job_id": job_id, "limit": 100}).json()
+            assert models["count"] == 30  # one per checkpoint, those made while it was down too
+    finally:
+        server.stop()
+
+
+def test_server_and_worker_killed_then_resumed_from_last_checkpoint(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    data_dir = tmp_path / "data"
+    server = ServerProcess(data_dir, database_url).start()
+    try:
+        with server.client() as client:
+            dataset_id = upload(client, ARITHMETIC, "chat")
+            stored = client.get(f"/api/datasets/{dataset_id}").json()
+            job_id = _start_long_job(client, dataset_id)
+            wait_for(client, job_id, ("running",), min_step=25)
+            pid = _worker_pid(data_dir / "runs" / job_id)
+        server.kill9()
+        kill_worker_group(pid)
+        run_dir = data_dir / "runs" / job_id
+        checkpoints_before = _lines(run_dir / "checkpoints.jsonl")
+        metrics_before = _lines(run_dir / "metrics.jsonl")
+        assert checkpoints_before, "the job should have checkpointed before being killed"
+
+        server = ServerProcess(data_dir, database_url).start()
+        with server.client() as client:
+            job = client.get(f"/api/jobs/{job_id}").json()
+            assert job["state"] == "interrupted", job
+            assert "no longer running" in job["reason"]
+            again = client.get(f"/api/datasets/{dataset_id}").json()
+            assert again["sha256"] == stored["sha256"] and again["num_rows"] == stored["num_rows"]
+
+            assert client.post(f"/api/jobs/{job_id}/resume").json()["state"] == "queued"
+            done = wait_for(client, job_id, ("succeeded",), timeout=300)
+            assert done["step"] == 300 and done["attempts"] == 2
+        checkpoints = _lines(run_dir / "checkpoints.jsonl")
+        assert checkpoints[: len(checkpoints_before)] == checkpoints_before
+        resumed_at = checkpoints_before[-1]["step"]
+        assert [c["step"] for c in checkpoints] == list(range(10, 301, 10))
+        metrics = _lines(run_dir / "metrics.jsonl")
+        assert metrics[: len(metrics_before)] == metrics_before  # nothing rewritten or lost
+        plan = [e for e in _lines(run_dir / "events.jsonl") if e["type"] == "plan"]
+        assert plan[-1]["data"]["start_step"] == resumed_at  # from the last checkpoint
+        after = [m["step"] for m in metrics[len(metrics_before) :] if "train_mean_nll" in m]
+        assert after == list(range(resumed_at + 1, 301))
+    finally:
+        server.stop()
+
+
+def test_pause_resume_and_cancel_a_running_job(tmp_path: Path, database_url: str | None) -> None:
+    server = ServerProcess(tmp_path / "data", database_url).start()
+    try:
+        with server.client() as client:
+            dataset_id = upload(client, ARITHMETIC, "chat")
+            job_id = _start_long_job(client, dataset_id)
+            wait_for(client, job_id, ("running",), min_step=15)
+            assert client.post(f"/api/jobs/{job_id}/pause").status_code == 200
+            paused = wait_for(client, job_id, ("paused",), timeout=60)
+            assert paused["reason"] == "stopped by request"
+            assert client.post(f"/api/jobs/{job_id}/pause").status_code == 409
+
+            assert client.post(f"/api/jobs/{job_id}/resume").status_code == 200
+            wait_for(client, job_id, ("running",), min_step=paused["step"] + 5)
+            starts = [
+                e["data"]["start_step"]
+                for e in client.get(f"/api/jobs/{job_id}/events").json()["data"]
+                if e["type"] == "plan"
+            ]
+            assert starts[0] == 0 and starts[-1] >= 10  # the second run began at a checkpoint
+
+            assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
+            cancelled = wait_for(client, job_id, ("cancelled",), timeout=60)
+            assert cancelled["step"] < 300
+            assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 409
+            assert client.post(f"/api/jobs/{job_id}/resume").status_code == 409
+            assert client.delete(f"/api/jobs/{job_id}").status_code == 204
+            assert client.get(f"/api/jobs/{job_id}").status_code == 404
+            assert not (tmp_path / "data" / "runs" / job_id).exists()
+    finally:
+        server.stop()
+
+
+def _worker_pid(run_dir: Path) -> int:
+    running = [e for e in _lines(run_dir / "events.jsonl") if e["data"].get("state") == "running"]
+    return int(running[-1]["data"]["pid"])
