@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Install what the tests need (into .venv) and run every test.
+# Install what the tests need (into .venv), start a throw-away PostgreSQL server (installing
+# Debian's package if needed), and run every test: the storage, API and platform tests run
+# on SQLite and on PostgreSQL.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/install.sh
 # shellcheck disable=SC1091
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+if pg_env="$(scripts/postgres.sh)"; then
+  eval "$pg_env"
+else
+  echo "[test] no PostgreSQL server: its tests are skipped (THINKER_REQUIRE_POSTGRES=1 fails)" >&2
+fi
 python -m pytest -q -p no:cacheprovider "$@"

@@ -84,11 +84,11 @@ def _operation_id(route: APIRoute) -> str:
 
 
 def _add_routes(app: FastAPI) -> None:
-    from thinker.server.routes import datasets, health, jobs, models, openai, sampling
+    from thinker.server.routes import datasets, health, jobs, models, openai, sampling, tokens
     from thinker.server.routes import settings as settings_routes
 
     api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
-    for module in (health, datasets, jobs, models, sampling, settings_routes):
+    for module in (health, datasets, jobs, models, sampling, settings_routes, tokens):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(openai.router, dependencies=[Depends(require_token)])

@@ -1,5 +1,183 @@
-"""(placeholder: being written)"""
+"""/api/models: the model library (every sampler checkpoint of every job), its files, exports."""
 
-from fastapi import APIRouter
+from __future__ import annotations
 
-router = APIRouter(tags=["models"])
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from thinker.server import models_service as service
+from thinker.server.deps import PlatformDep, SessionDep
+from thinker.server.platform import Platform
+from thinker.store import Model
+
+router = APIRouter(prefix="/models", tags=["models"])
+_ZIP: dict[int | str, dict[str, object]] = {200: {"content": {"application/zip": {}}}}
+
+
+class ModelPublic(BaseModel):
+    id: str
+    name: str
+    job_id: str
+    dataset_id: str | None
+    base_model: str
+    backend: str  # local | tinker
+    step: int
+    stage: str | None  # rlhf: sl | rm | rl
+    sampler_path: str  # thinker://<run>/sampler_weights/<name> or tinker://...
+    state_path: str | None
+    metrics: dict[str, JsonValue]
+    lifecycle: service.Lifecycle
+    created_at: float
+
+    @classmethod
+    def of(cls, row: Model) -> ModelPublic:
+        return cls.model_validate(row, from_attributes=True)
+
+
+class ModelsPublic(BaseModel):
+    data: list[ModelPublic]
+    count: int  # all that match the filters, not just this page
+
+
+class DatasetRef(BaseModel):
+    id: str
+    name: str | None  # None when the dataset has been deleted since
+
+
+class JobRef(BaseModel):
+    id: str
+    name: str
+    algorithm: str
+    state: str
+
+
+class ModelLineage(BaseModel):
+    base_model: str
+    dataset: DatasetRef | None
+    job: JobRef | None
+    step: int
+    stage: str | None
+    metrics: dict[str, JsonValue]
+
+
+class ExportPublic(BaseModel):
+    path: str  # on the server; usable as `base_model` by local jobs
+    files: list[str]
+    size_bytes: int
+
+    @classmethod
+    def of(cls, export: service.ExportInfo) -> ExportPublic:
+        return cls(path=str(export.path), files=export.files, size_bytes=export.size_bytes)
+
+
+class ModelDetail(ModelPublic):
+    lineage: ModelLineage
+    export: ExportPublic | None  # None until POST /api/models/{id}/export
+
+
+class ModelUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, min_length=1, max_length=300)
+    lifecycle: service.Lifecycle | None = None
+
+
+@router.get("")
+async def read_models(
+    session: SessionDep,
+    job_id: str | None = None,
+    base_model: str | None = None,
+    dataset_id: str | None = None,
+    lifecycle: service.Lifecycle | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> ModelsPublic:
+    """Models, newest first, filtered by job, base model, dataset and lifecycle state."""
+    filters = service.ModelFilters(job_id, base_model, dataset_id, lifecycle)
+    rows, count = await service.list_models(session, filters, offset, limit)
+    return ModelsPublic(data=[ModelPublic.of(r) for r in rows], count=count)
+
+
+@router.get("/{model_id}")
+async def read_model(model_id: str, session: SessionDep, platform: PlatformDep) -> ModelDetail:
+    """One model with its lineage (base model, dataset, job, step, metrics) and export."""
+    model = await service.get_model(session, model_id)
+    return await _detail(session, platform, model)
+
+
+@router.patch("/{model_id}")
+async def update_model(
+    model_id: str, body: ModelUpdate, session: SessionDep, platform: PlatformDep
+) -> ModelDetail:
+    """Rename a model or change its lifecycle state (active, deprecated, archived)."""
+    model = await service.update_model(session, model_id, body.name, body.lifecycle)
+    return await _detail(session, platform, model)
+
+
+@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_model(model_id: str, session: SessionDep, platform: PlatformDep) -> None:
+    """Delete a model and its sampler weights and export (training states are kept)."""
+    await service.delete_model(session, platform.settings, model_id)
+
+
+@router.get("/{model_id}/adapter", response_class=StreamingResponse, responses=_ZIP)
+async def download_adapter(
+    model_id: str, session: SessionDep, platform: PlatformDep
+) -> StreamingResponse:
+    """The LoRA adapter in PEFT format, zipped: adapter_config.json, adapter_model.safetensors."""
+    model = await service.get_model(session, model_id)
+    files = service.adapter_files(platform.settings, model)
+    return _zip_response(files, f"{model.id}-adapter.zip")
+
+
+@router.post("/{model_id}/export")
+async def export_model(model_id: str, session: SessionDep, platform: PlatformDep) -> ExportPublic:
+    """Merge the adapter into the base model and save it (safetensors) on the server."""
+    model = await service.get_model(session, model_id)
+    return ExportPublic.of(await service.export_model(platform.settings, model))
+
+
+@router.get("/{model_id}/export/download", response_class=StreamingResponse, responses=_ZIP)
+async def download_export(
+    model_id: str, session: SessionDep, platform: PlatformDep
+) -> StreamingResponse:
+    """The exported merged model, zipped (404 until it has been exported)."""
+    model = await service.get_model(session, model_id)
+    files = service.export_files(platform.settings, model.id)
+    return _zip_response(files, f"{model.id}-merged.zip")
+
+
+async def _detail(session: AsyncSession, platform: Platform, model: Model) -> ModelDetail:
+    found = await service.lineage(session, model)
+    dataset = None
+    if model.dataset_id is not None:
+        name = found.dataset.name if found.dataset is not None else None
+        dataset = DatasetRef(id=model.dataset_id, name=name)
+    job = JobRef.model_validate(found.job, from_attributes=True) if found.job else None
+    export = service.read_export(platform.settings, model.id)
+    return ModelDetail(
+        **ModelPublic.of(model).model_dump(),
+        lineage=ModelLineage(
+            base_model=model.base_model,
+            dataset=dataset,
+            job=job,
+            step=model.step,
+            stage=model.stage,
+            metrics=model.metrics,
+        ),
+        export=ExportPublic.of(export) if export is not None else None,
+    )
+
+
+def _zip_response(files: list[tuple[Path, str]], filename: str) -> StreamingResponse:
+    # `filename` is built from a server-made id: nothing to escape in the header.
+    return StreamingResponse(
+        service.zip_stream(files),
+        media_type="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )

@@ -1,5 +1,95 @@
-"""(placeholder: being written)"""
+"""/api/settings: what the server runs with, and the Tinker API key (stored, never returned)."""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, SecretStr
 
-router = APIRouter(tags=["settings"])
+from thinker.errors import ConfigError
+from thinker.server.deps import PlatformDep
+from thinker.server.secrets import delete_secret, read_secret, write_secret
+
+router = APIRouter(prefix="/settings", tags=["settings"])
+
+TINKER_KEY = "tinker_api_key"
+MAX_KEY_CHARS = 512
+
+
+class SettingsPublic(BaseModel):
+    """The server's settings as a client may see them: no secret, only whether one is set."""
+
+    tinker_api_key_set: bool
+    auth_required: bool
+    host: str
+    port: int
+    database: str  # sqlite | postgresql
+    data_dir: Path
+    model_pool_size: int
+    max_upload_mb: int
+    max_cpu_jobs: int
+    max_remote_jobs: int
+    cors_origins: list[str]
+
+
+class TinkerKeyUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_key: SecretStr  # checked by check_tinker_key, not here: see there
+
+
+def check_tinker_key(key: SecretStr) -> None:
+    """Refuse an implausible key with a message that names the rule broken, never the key.
+
+    Checked here rather than by a pydantic validator: a validator's error carries the raw
+    input, which FastAPI's default 422 handler sends back to the client.
+    """
+    value = key.get_secret_value()
+    problem = None
+    if not value:
+        problem = "it is empty"
+    elif any(c.isspace() for c in value) or not value.isprintable():
+        problem = "it has whitespace or control characters (a bad paste?)"
+    elif len(value) > MAX_KEY_CHARS:
+        problem = f"it is longer than {MAX_KEY_CHARS} characters"
+    if problem is not None:
+        raise ConfigError(f"api_key: not a plausible Tinker API key: {problem}")
+
+
+class TinkerKeyStatus(BaseModel):
+    tinker_api_key_set: bool
+
+
+@router.get("")
+async def read_settings(platform: PlatformDep) -> SettingsPublic:
+    """The server's settings, and whether a Tinker API key is stored (never the key)."""
+    s = platform.settings
+    return SettingsPublic(
+        tinker_api_key_set=read_secret(s, TINKER_KEY) is not None,
+        auth_required=s.auth_required,
+        host=s.host,
+        port=s.port,
+        database=platform.engine.dialect.name,
+        data_dir=s.data_dir,
+        model_pool_size=s.model_pool_size,
+        max_upload_mb=s.max_upload_mb,
+        max_cpu_jobs=s.max_cpu_jobs,
+        max_remote_jobs=s.max_remote_jobs,
+        cors_origins=list(s.cors_origins),
+    )
+
+
+@router.put("/tinker-key")
+async def update_tinker_key(body: TinkerKeyUpdate, platform: PlatformDep) -> TinkerKeyStatus:
+    """Store the Tinker API key server-side for Tinker jobs; it is never sent back."""
+    check_tinker_key(body.api_key)
+    write_secret(platform.settings, TINKER_KEY, body.api_key.get_secret_value())
+    return TinkerKeyStatus(tinker_api_key_set=True)
+
+
+@router.delete("/tinker-key")
+async def delete_tinker_key(platform: PlatformDep) -> TinkerKeyStatus:
+    """Forget the stored Tinker API key; new Tinker jobs then have none."""
+    delete_secret(platform.settings, TINKER_KEY)
+    return TinkerKeyStatus(tinker_api_key_set=False)
