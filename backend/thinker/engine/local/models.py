@@ -8,6 +8,7 @@ fixed seed, for tests and the offline default) and random-initialised models of 
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -152,7 +153,7 @@ def load_tokenizer(base_model: str) -> PreTrainedTokenizerBase:
         _check_builtin(base_model)
         return ByT5Tokenizer()
     try:
-        return AutoTokenizer.from_pretrained(base_model)
+        return AutoTokenizer.from_pretrained(base_model, trust_remote_code=trust_remote_code())
     except OSError as e:
         raise BackendError(f"cannot load the tokenizer of {base_model!r}: {e}") from e
 
@@ -193,8 +194,18 @@ def _random_model(config: PretrainedConfig, placement: Placement) -> PreTrainedM
     return model
 
 
+def trust_remote_code() -> bool:
+    """Whether a model's own Python code may run: off unless THINKER_TRUST_REMOTE_CODE=1."""
+    return os.environ.get("THINKER_TRUST_REMOTE_CODE", "") == "1"
+
+
 def _from_pretrained(name: str, placement: Placement) -> PreTrainedModel:
-    kwargs: dict[str, object] = {"dtype": placement.dtype}
+    # Weights only from safetensors (a pickle can run code), and no model code unless asked.
+    kwargs: dict[str, object] = {
+        "dtype": placement.dtype,
+        "use_safetensors": True,
+        "trust_remote_code": trust_remote_code(),
+    }
     if placement.quantization == "4bit":
         from transformers import BitsAndBytesConfig
 
