@@ -43,20 +43,25 @@ def load_conversations(path: Path, max_examples: int | None = None) -> list[list
     conversations: list[list[Message]] = []
 
     def check(line: int, row: dict[str, object]) -> list[RowError]:
-        kind = _row_kind(row)
-        if kind is None:
-            message = 'missing (a row needs "messages", or "prompt" and "completion")'
-            return [RowError(line, "messages", message, "missing")]
-        if kind == "chat" and ("prompt" in row or "completion" in row):
-            message = 'row has both "messages" and "prompt"/"completion"; use one form'
-            return [RowError(line, "messages", message, "invalid_value")]
-        errors = check_row(line, row, schema_for_kind(kind), kind)
+        errors = check_conversation_row(line, row)
         if not errors:
-            conversations.append(_to_messages(row, kind))
+            conversations.append(_to_messages(row, _row_kind(row)))  # type: ignore[arg-type]
         return errors
 
     scan_rows(Path(path), check, max_examples).raise_for_errors()
     return conversations
+
+
+def check_conversation_row(line: int, row: dict[str, object]) -> list[RowError]:
+    """Every problem of one SL row, chat (`messages`) or prompt/completion."""
+    kind = _row_kind(row)
+    if kind is None:
+        message = 'missing (a row needs "messages", or "prompt" and "completion")'
+        return [RowError(line, "messages", message, "missing")]
+    if kind == "chat" and ("prompt" in row or "completion" in row):
+        message = 'row has both "messages" and "prompt"/"completion"; use one form'
+        return [RowError(line, "messages", message, "invalid_value")]
+    return check_row(line, row, schema_for_kind(kind), kind)
 
 
 def split_train_eval(items: list[T], eval_fraction: float, seed: int) -> tuple[list[T], list[T]]:

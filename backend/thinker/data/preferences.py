@@ -46,7 +46,7 @@ def load_preference_pairs(path: Path, max_examples: int | None = None) -> list[P
     pairs: list[PreferencePair] = []
 
     def check(line: int, row: dict[str, object]) -> list[RowError]:
-        errors = _check_pair(line, row)
+        errors = check_pair(line, row)
         if not errors:
             pairs.append(_to_pair(row))
         return errors
@@ -55,7 +55,7 @@ def load_preference_pairs(path: Path, max_examples: int | None = None) -> list[P
     return pairs
 
 
-def _check_pair(line: int, row: dict[str, object]) -> list[RowError]:
+def check_pair(line: int, row: dict[str, object]) -> list[RowError]:
     errors: list[RowError] = []
     if ("prompt" in row) == ("messages" in row):
         message = 'a row needs exactly one of "prompt" (a string) or "messages" (a list)'

@@ -27,16 +27,7 @@ def load_problems(path: Path, max_examples: int | None = None) -> list[Problem]:
     problems: list[Problem] = []
 
     def check(line: int, row: dict[str, object]) -> list[RowError]:
-        errors = check_row(line, _normalised(row), _SCHEMA) + _check_messages(line, row)
-        if ("prompt" in row) == ("messages" in row):
-            errors.append(
-                RowError(
-                    line,
-                    "prompt",
-                    "give exactly one of 'prompt' or 'messages'",
-                    "missing" if "prompt" not in row else "invalid_value",
-                )
-            )
+        errors = check_problem_row(line, row)
         if not errors:
             problems.append(_problem(row))
         return errors
@@ -45,6 +36,15 @@ def load_problems(path: Path, max_examples: int | None = None) -> list[Problem]:
     if not result.ok:
         raise DatasetError(result.summary())
     return problems
+
+
+def check_problem_row(line: int, row: dict[str, object]) -> list[RowError]:
+    """Every problem of one RL row (what load_problems refuses it for)."""
+    errors = check_row(line, _normalised(row), _SCHEMA) + _check_messages(line, row)
+    if ("prompt" in row) == ("messages" in row):
+        kind = "missing" if "prompt" not in row else "invalid_value"
+        errors.append(RowError(line, "prompt", "give exactly one of 'prompt' or 'messages'", kind))
+    return errors
 
 
 def _check_messages(line: int, row: dict[str, object]) -> list[RowError]:

@@ -209,6 +209,7 @@ class JobManager:
         if job.state in ("queued", *ACTIVE_STATES):
             raise ConflictError(f"job {job_id} is {job.state}; cancel it before deleting it")
         async with self.platform.sessions() as session:
+            models = (await session.scalars(select(Model.id).where(Model.job_id == job_id))).all()
             await session.execute(delete(Model).where(Model.job_id == job_id))
             result = await session.execute(
                 delete(Job).where(Job.id == job_id, Job.state.not_in(("queued", *ACTIVE_STATES)))
@@ -217,6 +218,8 @@ class JobManager:
         if result.rowcount != 1:  # type: ignore[attr-defined]
             raise ConflictError(f"job {job_id} changed state while being deleted; try again")
         self._tails.pop(job_id, None)
+        for model_id in models:
+            self.platform.pool.forget(model_id)
         shutil.rmtree(self.run_dir(job_id), ignore_errors=True)
 
     async def get(self, job_id: str) -> Job:

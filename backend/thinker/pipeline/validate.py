@@ -31,7 +31,7 @@ from thinker.algorithms.rl_config import RLConfig
 from thinker.algorithms.rlhf import RLHFConfig
 from thinker.algorithms.sl_config import SLConfig
 from thinker.data import SchemaField, ValidationResult, schema_for_kind, validate_jsonl
-from thinker.data.preferences import _check_pair as preference_row_errors  # no public name yet
+from thinker.data.preferences import check_pair as preference_row_errors
 from thinker.data.validation import RowError, check_row, scan_rows
 from thinker.pipeline.config import DataValidationConfig, PipelineConfig, TestsConfig
 

@@ -21,6 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from thinker import __version__
 from thinker.errors import (
     AuthError,
+    BackendError,
     ConfigError,
     ConflictError,
     DatasetError,
@@ -37,6 +38,7 @@ _STATUS: list[tuple[type[ThinkerError], int]] = [
     (ConflictError, 409),
     (ConfigError, 422),
     (DatasetError, 422),
+    (BackendError, 503),  # a backend that cannot serve now: no Tinker key, unreachable
 ]
 
 
@@ -103,6 +105,7 @@ def _add_error_handlers(app: FastAPI) -> None:
             body["problems"] = exc.problems
         if isinstance(exc, DatasetError) and getattr(exc, "errors", None):
             body["errors"] = exc.errors  # type: ignore[attr-defined]
+            body["error_count"] = getattr(exc, "error_count", len(body["errors"]))
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         return JSONResponse(body, status_code=status, headers=headers)
 

@@ -1,9 +1,11 @@
 """The local sampling client: batched autoregressive sampling with a KV cache.
 
 All `num_samples` sequences of one call decode together: the prompt is prefilled once,
-its cache repeated across the batch, then one forward per new token. The logprob returned
-for each sampled token is the model's own (temperature 1, before top-k/top-p), i.e. what a
-training client computes for the same token, so on-policy importance ratios start at 1.
+its cache repeated across the batch, then one forward per new token. `sample_stream` runs the
+same loop for one sequence and hands each token to a callback as soon as it is chosen.
+The logprob returned for each sampled token is the model's own (temperature 1, before
+top-k/top-p), i.e. what a training client computes for the same token, so on-policy
+importance ratios start at 1.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from thinker.errors import ConfigError
 
 DEFAULT_MAX_TOKENS = 512
 T = TypeVar("T")
+# Called after each decode step with the token just chosen for each sequence of the batch.
+StepCallback = Callable[[list[int]], None]
 
 
 @dataclass
@@ -96,6 +100,29 @@ class LocalSamplingClient:
             include_prompt_logprobs,
         )
 
+    def sample_stream(
+        self,
+        prompt: types.ModelInput,
+        sampling_params: types.SamplingParams,
+        on_token: Callable[[int], None],
+    ) -> EngineFuture[types.SampleResponse]:
+        """One completion of `prompt`, calling `on_token(id)` for each token as it is chosen.
+
+        The tokens, logprobs and stop reason are those `sample(prompt, 1, sampling_params)`
+        gives for the same seed; the callback sees every token of the returned sequence, in
+        order, on the sampling thread. An exception raised by `on_token` stops the decode and
+        becomes the future's exception (how a caller whose reader went away cancels).
+        """
+        return self._executor.submit(
+            self._with_weights,
+            self._sample,
+            prompt.to_ints(),
+            1,
+            sampling_params,
+            False,
+            lambda tokens: on_token(tokens[0]),
+        )
+
     def compute_logprobs(self, prompt: types.ModelInput) -> EngineFuture[list[float | None]]:
         """log p(token i | tokens before i) for every token of `prompt`; None at position 0."""
         return self._executor.submit(self._with_weights, self._compute_logprobs, prompt.to_ints())
@@ -138,7 +165,12 @@ class LocalSamplingClient:
 
     @torch.inference_mode()
     def _sample(
-        self, prompt: list[int], n: int, params: types.SamplingParams, prompt_logprobs: bool
+        self,
+        prompt: list[int],
+        n: int,
+        params: types.SamplingParams,
+        prompt_logprobs: bool,
+        on_step: StepCallback | None = None,
     ) -> types.SampleResponse:
         if not prompt:
             raise ConfigError("sample needs a non-empty prompt")
@@ -162,6 +194,8 @@ class LocalSamplingClient:
             token_N, logprob_N = _choose(logits_NV, params, generator)
             tokens_NT = torch.cat([tokens_NT, token_N[:, None]], dim=1)
             logprobs_NT = torch.cat([logprobs_NT, logprob_N[:, None]], dim=1)
+            if on_step is not None:  # only streaming pays for this per-step device sync
+                on_step(token_N.tolist())
             for i in _newly_stopped(tokens_NT, finished, stops, self._tokenizer):
                 finished[i], stop_reasons[i], lengths[i] = True, "stop", t + 1
             if all(finished) or t == max_tokens - 1:

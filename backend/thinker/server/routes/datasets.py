@@ -1,5 +1,178 @@
-"""(placeholder: being written)"""
+"""/api/datasets: upload, list, read, preview, download and delete datasets."""
 
-from fastapi import APIRouter
+from __future__ import annotations
 
-router = APIRouter(tags=["datasets"])
+import re
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, HTTPException, Query, Request, Response, UploadFile
+from fastapi.responses import FileResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, JsonValue
+from starlette.types import Message, Receive
+
+from thinker.data.formats import Format
+from thinker.server import datasets
+from thinker.server.datasets import MIB, DatasetKindName, UploadTooLarge, too_large_message
+from thinker.server.deps import PlatformDep, SessionDep, require_token
+
+# Room for the multipart headers and the `name` and `kind` fields around the file; the file
+# itself is held to the exact limit as it is copied.
+FORM_OVERHEAD_BYTES = 64 * 1024
+
+
+class UploadLimitRoute(APIRoute):
+    """Checks the token, then refuses a request body over `max_upload_mb` (413) as it arrives.
+
+    FastAPI reads a whole multipart body (spooling the file to disk) before the handler or any
+    dependency runs, so the limit must sit where the bytes come in; it is a setting read at
+    run time, which a route's static `max_body_size` cannot be.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def limited(request: Request) -> Response:
+            if request.method != "POST":
+                return await handler(request)
+            await require_token(request)  # read no body from a caller without a token
+            max_mb: int = request.app.state.platform.settings.max_upload_mb
+            limit = max_mb * MIB + FORM_OVERHEAD_BYTES
+            length = request.headers.get("content-length", "")
+            if length.isdigit() and int(length) > limit:
+                raise HTTPException(413, too_large_message(max_mb))
+            try:
+                return await handler(
+                    Request(request.scope, _counted(request.receive, limit, max_mb))
+                )
+            except UploadTooLarge as e:
+                raise HTTPException(413, str(e)) from e
+
+        return limited
+
+
+def _counted(receive: Receive, limit: int, max_mb: int) -> Receive:
+    """`receive`, raising 413 once more than `limit` body bytes have come (no Content-Length,
+    or one that understates)."""
+    seen = 0
+
+    async def counted() -> Message:
+        nonlocal seen
+        message = await receive()
+        seen += len(message.get("body", b""))
+        if seen > limit:
+            raise HTTPException(413, too_large_message(max_mb))
+        return message
+
+    return counted
+
+
+router = APIRouter(prefix="/datasets", tags=["datasets"], route_class=UploadLimitRoute)
+
+
+class DatasetPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str
+    kind: DatasetKindName
+    source_format: Format  # the uploaded file's format; what is stored is always JSONL
+    filename: str  # as uploaded; a label
+    num_rows: int
+    size_bytes: int  # of the stored JSONL
+    sha256: str  # of the stored JSONL
+    builtin: bool  # a shipped example
+    created_at: datetime  # UTC (stored as epoch seconds)
+
+
+class DatasetJob(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str
+    state: str
+
+
+class DatasetDetail(DatasetPublic):
+    jobs: list[DatasetJob]  # jobs whose dataset_id is this dataset, oldest first
+
+
+class DatasetsPublic(BaseModel):
+    data: list[DatasetPublic]
+    count: int  # matching datasets in all, not just this page
+
+
+class DatasetPreview(BaseModel):
+    id: str
+    offset: int
+    limit: int
+    total: int  # rows in the dataset
+    rows: list[dict[str, JsonValue]]
+
+
+@router.post("", status_code=201)
+async def create_dataset(
+    platform: PlatformDep,
+    file: UploadFile,
+    name: Annotated[str | None, Form(max_length=datasets.NAME_CHARS)] = None,
+    kind: Annotated[DatasetKindName | None, Form()] = None,
+) -> DatasetPublic:
+    """Upload a JSONL, JSON, CSV or Parquet file as a dataset; every row is checked."""
+    dataset = await datasets.store_upload(platform, file.file, file.filename, name, kind)
+    return DatasetPublic.model_validate(dataset)
+
+
+@router.get("")
+async def read_datasets(
+    session: SessionDep,
+    kind: DatasetKindName | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> DatasetsPublic:
+    """List datasets, newest first, optionally of one kind."""
+    rows, count = await datasets.list_datasets(session, kind, offset, limit)
+    return DatasetsPublic(data=[DatasetPublic.model_validate(r) for r in rows], count=count)
+
+
+@router.get("/{dataset_id}")
+async def read_dataset(session: SessionDep, dataset_id: str) -> DatasetDetail:
+    """One dataset, with the jobs that train on it."""
+    dataset = await datasets.get_dataset(session, dataset_id)
+    jobs = [DatasetJob.model_validate(j) for j in await datasets.dataset_jobs(session, dataset.id)]
+    return DatasetDetail(**DatasetPublic.model_validate(dataset).model_dump(), jobs=jobs)
+
+
+@router.get("/{dataset_id}/preview")
+async def read_dataset_preview(
+    platform: PlatformDep,
+    session: SessionDep,
+    dataset_id: str,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> DatasetPreview:
+    """Rows of a dataset as stored, from `offset`."""
+    dataset = await datasets.get_dataset(session, dataset_id)
+    path = datasets.dataset_file(platform.settings, dataset.id)
+    rows = await datasets.preview_rows(path, offset, limit)
+    return DatasetPreview(
+        id=dataset.id, offset=offset, limit=limit, total=dataset.num_rows, rows=rows
+    )
+
+
+@router.get("/{dataset_id}/download", response_class=FileResponse)
+async def download_dataset(
+    platform: PlatformDep, session: SessionDep, dataset_id: str
+) -> FileResponse:
+    """The stored dataset as JSONL (one object a line)."""
+    dataset = await datasets.get_dataset(session, dataset_id)
+    path = datasets.dataset_file(platform.settings, dataset.id)
+    filename = (re.sub(r"[^A-Za-z0-9._-]+", "_", dataset.name).strip("._") or dataset.id) + ".jsonl"
+    return FileResponse(path, media_type="application/x-ndjson", filename=filename)
+
+
+@router.delete("/{dataset_id}", status_code=204)
+async def delete_dataset(platform: PlatformDep, dataset_id: str) -> None:
+    """Delete a dataset and its file; refused (409) while an unfinished job reads it."""
+    await datasets.remove_dataset(platform, dataset_id)

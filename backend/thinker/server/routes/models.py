@@ -123,6 +123,7 @@ async def update_model(
 async def delete_model(model_id: str, session: SessionDep, platform: PlatformDep) -> None:
     """Delete a model and its sampler weights and export (training states are kept)."""
     await service.delete_model(session, platform.settings, model_id)
+    platform.pool.forget(model_id)  # a loaded copy must not outlive its files
 
 
 @router.get("/{model_id}/adapter", response_class=StreamingResponse, responses=_ZIP)

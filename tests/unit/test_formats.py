@@ -1,0 +1,222 @@
+"""thinker.data.formats: every format read as numbered rows, and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from thinker.data.formats import Format, detect_format, read_rows
+from thinker.data.validation import RowError
+
+CHAT = [{"role": "user", "content": "3+4"}, {"role": "assistant", "content": "7"}]
+
+
+def write(tmp_path: Path, name: str, text: str | bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return path
+
+
+def rows(path: Path, fmt: Format, max_line_bytes: int = 1000) -> list[tuple[int, object]]:
+    return list(read_rows(path, fmt, max_line_bytes))
+
+
+def errors(items: list[tuple[int, object]]) -> list[RowError]:
+    return [row for _, row in items if isinstance(row, RowError)]
+
+
+# ---- detection ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("filename", "content", "expected"),
+    [
+        ("a.jsonl", '{"a": 1}\n', "jsonl"),
+        ("a.NDJSON", '{"a": 1}\n', "jsonl"),
+        ("a.csv", "a,b\n1,2\n", "csv"),
+        ("a.parquet", "whatever", "parquet"),
+        ("a.json", '[{"a": 1}]', "json"),
+        ("a.json", '{"a": [1, 2]}', "json"),  # one line, one object: columns
+        ("a.json", '{\n  "a": [1, 2]\n}\n', "json"),
+        ("a.json", '{"a": 1}\n{"a": 2}\n', "jsonl"),  # JSONL that was named .json
+        (None, '{"a": 1}\n', "jsonl"),
+        (None, '\n\n{"a": 1}\n{"a": 2}\n', "jsonl"),
+        (None, ' [{"a": 1}]', "json"),
+        (None, '{\n  "a": [1]\n}', "json"),
+        (None, "prompt,completion\nabc,cba\n", "csv"),
+        ("data.txt", "\ufeff{}\n", "jsonl"),
+    ],
+)
+def test_detect_format(tmp_path: Path, filename: str | None, content: str, expected: str) -> None:
+    assert detect_format(write(tmp_path, "upload", content), filename) == expected
+
+
+def test_detect_parquet_from_magic_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "upload"
+    pq.write_table(pa.table({"a": [1]}), path)
+    assert detect_format(path, "no_extension") == "parquet"
+    assert detect_format(path, None) == "parquet"
+
+
+# ---- JSONL -------------------------------------------------------------------------------
+
+
+def test_jsonl_numbers_are_physical_lines_and_bad_lines_do_not_stop_reading(
+    tmp_path: Path,
+) -> None:
+    text = '{"a": 1}\n\n{"a": \n[1]\n{"a": 5}\n'
+    items = rows(write(tmp_path, "x.jsonl", text), "jsonl")
+    assert [n for n, _ in items] == [1, 3, 4, 5]
+    assert items[0] == (1, {"a": 1}) and items[3] == (5, {"a": 5})
+    bad = errors(items)
+    assert [(e.line, e.kind) for e in bad] == [(3, "malformed_json"), (4, "not_object")]
+    assert "column" in bad[0].message
+
+
+def test_jsonl_line_over_the_limit_is_an_error_and_the_next_line_is_read(tmp_path: Path) -> None:
+    long_line = json.dumps({"a": "x" * 100_000})
+    text = f'{{"a": 1}}\n{long_line}\n{{"a": 3}}\n'
+    items = rows(write(tmp_path, "x.jsonl", text), "jsonl", max_line_bytes=50)
+    assert items[0] == (1, {"a": 1}) and items[2] == (3, {"a": 3})
+    assert items[1][0] == 2 and "longer than 50 bytes" in str(items[1][1])
+
+
+def test_jsonl_line_of_exactly_the_limit_passes(tmp_path: Path) -> None:
+    line = '{"a": "' + "x" * 12 + '"}'  # 21 bytes
+    items = rows(write(tmp_path, "x.jsonl", line + "\n" + line), "jsonl", max_line_bytes=21)
+    assert items == [(1, {"a": "x" * 12}), (2, {"a": "x" * 12})]
+
+
+# ---- CSV ---------------------------------------------------------------------------------
+
+
+def test_csv_rows_are_numbered_by_line_with_json_cells_parsed(tmp_path: Path) -> None:
+    messages = json.dumps(CHAT).replace('"', '""')
+    text = (
+        f'\ufeffmessages,note,answer\n"{messages}",hello,\n\n"[not json",x,7\n"[1, 2]","[1, 2]",\n'
+    )
+    items = rows(write(tmp_path, "x.csv", text), "csv")
+    assert items == [
+        (2, {"messages": CHAT, "note": "hello"}),  # the empty cell is an absent field
+        (4, {"messages": "[not json", "note": "x", "answer": "7"}),  # kept: the kind reports it
+        (5, {"messages": [1, 2], "note": "[1, 2]"}),  # only the JSON columns are parsed
+    ]
+
+
+def test_csv_multiline_cell_numbers_the_record_by_its_first_line(tmp_path: Path) -> None:
+    text = 'prompt,completion\n"line one\nline two",done\nabc,cba\n'
+    items = rows(write(tmp_path, "x.csv", text), "csv")
+    assert items == [
+        (2, {"prompt": "line one\nline two", "completion": "done"}),
+        (4, {"prompt": "abc", "completion": "cba"}),
+    ]
+
+
+def test_csv_cell_count_mismatch_is_a_row_error(tmp_path: Path) -> None:
+    items = rows(write(tmp_path, "x.csv", "a,b\n1,2,3\n4,5\n"), "csv")
+    assert [(e.line, e.message) for e in errors(items)] == [
+        (2, "has 3 cells, but the header has 2 columns")
+    ]
+    assert items[1] == (3, {"a": "4", "b": "5"})
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("a,a\n1,2\n", 1, "CSV header repeats column(s) a"),
+        ("a,\n1,2\n", 1, "CSV header has an empty column name (column 2)"),
+        ("", 0, "CSV file has no header line"),
+        (b"a\nok\n\xff\xfe\n", 3, "invalid UTF-8: byte 0xff at byte offset 0"),
+        ("a\nok\n" + "x" * 60 + "\n", 3, "line is longer than 50 bytes (the server's limit)"),
+    ],
+)
+def test_csv_problems_that_stop_the_reading(
+    tmp_path: Path, text: str | bytes, line: int, message: str
+) -> None:
+    items = rows(write(tmp_path, "x.csv", text), "csv", max_line_bytes=50)
+    last = items[-1][1]
+    assert isinstance(last, RowError) and (last.line, last.message) == (line, message)
+    assert len(errors(items)) == 1
+
+
+# ---- JSON --------------------------------------------------------------------------------
+
+
+def test_json_array_rows_are_numbered_by_position(tmp_path: Path) -> None:
+    items = rows(write(tmp_path, "x.json", '[{"a": 1}, 2, {"a": null}]'), "json")
+    assert items[0] == (1, {"a": 1}) and items[2] == (3, {"a": None})  # null kept: written
+    assert [(e.line, e.kind) for e in errors(items)] == [(2, "not_object")]
+
+
+def test_json_object_of_columns_becomes_rows_without_nulls(tmp_path: Path) -> None:
+    document = {"prompt": ["a", "b"], "answer": ["1", None], "tests": [None, ["assert 1"]]}
+    items = rows(write(tmp_path, "x.json", json.dumps(document)), "json")
+    assert items == [
+        (1, {"prompt": "a", "answer": "1"}),
+        (2, {"prompt": "b", "tests": ["assert 1"]}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "needle"),
+    [
+        ('{"a": [1, 2], "b": [1]}', 0, "arrays of equal length (a: 2 values, b: 1 values)"),
+        ('{"a": [1], "b": "x"}', 0, "b: not an array"),
+        ('"text"', 0, "holds string 'text'; expected an array of objects"),
+        ('[\n{"a": 1},\n{"a" 2}\n]', 3, "malformed JSON: Expecting ':' delimiter (line 3"),
+        ('{"a": 1}\n{"a": 2}\n', 2, "Extra data (line 2, column 1); one object a line is JSONL"),
+        ('[{"a": NaN}]', 0, "NaN is not valid JSON"),
+    ],
+)
+def test_json_document_problems(tmp_path: Path, text: str, line: int, needle: str) -> None:
+    items = rows(write(tmp_path, "x.json", text), "json")
+    assert len(items) == 1
+    error = items[0][1]
+    assert isinstance(error, RowError) and error.line == line and needle in error.message
+
+
+# ---- Parquet -----------------------------------------------------------------------------
+
+
+def test_parquet_rows_across_row_groups_with_structs_and_nulls(tmp_path: Path) -> None:
+    n = 2500  # more than one batch and several row groups
+    table = pa.table(
+        {
+            "messages": [CHAT] * n,
+            "system": [None if i % 2 else "be brief" for i in range(n)],
+            "blob": [b"caf\xc3\xa9"] * n,
+        }
+    )
+    path = tmp_path / "x.parquet"
+    pq.write_table(table, path, row_group_size=700)
+    items = rows(path, "parquet")
+    assert [n for n, _ in items] == list(range(1, 2501))
+    assert items[0][1] == {"messages": CHAT, "system": "be brief", "blob": "café"}
+    assert items[1][1] == {"messages": CHAT, "blob": "café"}  # the null is left out
+
+
+def test_parquet_null_struct_fields_are_absent_fields(tmp_path: Path) -> None:
+    trainable = [{"role": "user", "content": "hi"}, {**CHAT[1], "trainable": False}]
+    path = tmp_path / "x.parquet"
+    pq.write_table(pa.Table.from_pylist([{"messages": trainable}]), path)
+    assert rows(path, "parquet") == [(1, {"messages": trainable})]
+
+
+def test_parquet_value_that_is_not_text_is_a_row_error(tmp_path: Path) -> None:
+    path = tmp_path / "x.parquet"
+    pq.write_table(pa.table({"prompt": ["a", "b"], "blob": [b"ok", b"\xff"]}), path)
+    items = rows(path, "parquet")
+    assert items[0] == (1, {"prompt": "a", "blob": "ok"})
+    error = items[1][1]
+    assert isinstance(error, RowError) and (error.line, error.field) == (2, "blob")
+
+
+def test_unreadable_parquet_is_one_file_error(tmp_path: Path) -> None:
+    items = rows(write(tmp_path, "x.parquet", b"PAR1 but not really"), "parquet")
+    assert len(items) == 1
+    error = items[0][1]
+    assert isinstance(error, RowError) and error.line == 0 and "Parquet" in error.message
