@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import socketio
-from tests.platform.server import ARITHMETIC, ServerProcess, upload
+from tests.system.server import ARITHMETIC, ServerProcess, upload
 
 SL_CONFIG = {"max_steps": 12, "batch_size": 8, "save_every": 6, "eval_every": 6}
 
