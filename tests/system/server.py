@@ -61,7 +61,7 @@ class ServerProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited early:\n{self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{self.url}/api/health", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/api/health", timeout=1).status_code in (200, 401):
                     return self
             except httpx.HTTPError:
                 pass

@@ -1,0 +1,44 @@
+"""The app as a whole: health, the OpenAPI document a client is generated from, CORS."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+
+def test_health_names_the_database(client: TestClient) -> None:
+    body = client.get("/api/health").json()
+    assert body["status"] == "ok" and body["database"] in ("sqlite", "postgresql")
+    assert body["auth_required"] is False and body["queued_jobs"] == 0
+
+
+def test_openapi_operation_ids_are_the_handler_names(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    ids = [op["operationId"] for path in spec["paths"].values() for op in path.values()]
+    assert len(ids) == len(set(ids)), "operation ids must be unique for a generated client"
+    for expected in (
+        "read_health",
+        "create_dataset",
+        "create_job",
+        "read_jobs",
+        "cancel_job",
+        "read_models",
+        "export_model",
+        "create_sample",
+        "create_chat_completion",
+        "update_tinker_key",
+        "create_token",
+    ):
+        assert expected in ids
+    assert all(
+        op.get("description") or op.get("summary")
+        for p in spec["paths"].values()
+        for op in p.values()
+    )
+
+
+def test_cors_allows_only_the_configured_origins(client: TestClient) -> None:
+    headers = {"Access-Control-Request-Method": "POST"}
+    allowed = client.options("/api/jobs", headers={**headers, "Origin": "http://localhost:5173"})
+    assert allowed.headers.get("access-control-allow-origin") == "http://localhost:5173"
+    refused = client.options("/api/jobs", headers={**headers, "Origin": "http://evil.example"})
+    assert "access-control-allow-origin" not in refused.headers
