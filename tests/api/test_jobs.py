@@ -216,3 +216,43 @@ def test_priorities_order_the_queue_and_a_run_makes_models(
         assert {m["sampler_path"] for m in models["data"]} == {
             c["sampler_path"] for c in checkpoints
         }
+
+
+def test_one_job_per_gpu_at_a_time(tmp_path: Path, database_url: str | None) -> None:
+    """With 2 GPUs scheduled, two jobs run at once, each on its own device, and the third
+    waits for one to finish. (On a machine without CUDA the workers fall back to the CPU,
+    but the scheduler's bookkeeping is the same.)"""
+    settings = make_settings(tmp_path / "data", database_url, gpus=2)
+    with TestClient(create_app(settings)) as client:
+        chat = add_dataset(client, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
+        config = {"max_steps": 40, "batch_size": 4, "save_every": 0, "eval_every": 0}
+        ids = [
+            client.post(
+                "/api/jobs", json={"algorithm": "sl", "dataset_id": chat, "config": config}
+            ).json()["id"]
+            for _ in range(3)
+        ]
+        seen: list[list[dict[str, Any]]] = []
+        while True:
+            # One list call reads all three in one query: a consistent snapshot.
+            listed = {j["id"]: j for j in client.get("/api/jobs").json()["data"]}
+            jobs = [listed[j] for j in ids]
+            seen.append(jobs)
+            if all(j["state"] == "succeeded" for j in jobs):
+                break
+            assert not any(j["state"] == "failed" for j in jobs), jobs
+            time.sleep(0.05)
+        for snapshot in seen:
+            devices = [j["device"] for j in snapshot if j["state"] in ("starting", "running")]
+            assert len(devices) <= 2 and len(set(devices)) == len(devices)
+            assert set(devices) <= {"cuda:0", "cuda:1"}
+        assert {j["resource"] for j in seen[-1]} == {"gpu"}
+        first, second, third = (seen[-1][i] for i in range(3))
+        assert third["started_at"] >= min(first["finished_at"], second["finished_at"])
+        for job_id in ids:  # each worker saw only the GPU it was given
+            events = client.get(f"/api/jobs/{job_id}/events").json()["data"]
+            (device,) = [
+                e["data"]["device"] for e in events if e["data"].get("state") == "starting"
+            ]
+            log = (settings.runs_dir / job_id / "worker.log").read_text()
+            assert f"(CUDA_VISIBLE_DEVICES={device.removeprefix('cuda:')})" in log

@@ -117,7 +117,8 @@ def test_pause_resume_and_cancel_a_running_job(tmp_path: Path, database_url: str
         with server.client() as client:
             dataset_id = upload(client, ARITHMETIC, "chat")
             job_id = _start_long_job(client, dataset_id)
-            wait_for(client, job_id, ("running",), min_step=15)
+            running = wait_for(client, job_id, ("running",), min_step=15)
+            assert running["heartbeat_at"] is not None  # the worker's heartbeat is seen
             assert client.post(f"/api/jobs/{job_id}/pause").status_code == 200
             paused = wait_for(client, job_id, ("paused",), timeout=60)
             assert paused["reason"] == "stopped by request"

@@ -18,27 +18,32 @@ SL_CONFIG = {"max_steps": 12, "batch_size": 8, "save_every": 6, "eval_every": 6}
 
 async def _watch_job(url: str, job_id: str, after_seq: int = 0) -> tuple[list[dict], list[dict]]:
     """Every job_event of `job_id` after `after_seq` until its final state, and the jobs
-    room's job_state messages seen meanwhile."""
+    room's job_state messages until the same final state."""
     events: list[dict[str, Any]] = []
     states: list[dict[str, Any]] = []
-    done = asyncio.Event()
+    finished, listed = asyncio.Event(), asyncio.Event()
+    final = ("succeeded", "failed")
     sio = socketio.AsyncClient()
 
     @sio.on("job_event")
     async def on_event(data: dict[str, Any]) -> None:
         events.append(data)
-        if data["type"] == "state" and data["data"]["state"] in ("succeeded", "failed"):
-            done.set()
+        if data["type"] == "state" and data["data"]["state"] in final:
+            finished.set()
 
     @sio.on("job_state")
     async def on_state(data: dict[str, Any]) -> None:
         states.append(data)
+        if data["job_id"] == job_id and data["state"] in final:
+            listed.set()
 
     await sio.connect(url, transports=["websocket"])
     assert (await sio.call("join_jobs", {}))["ok"]
     ack = await sio.call("join_job", {"job_id": job_id, "after_seq": after_seq})
     assert ack["ok"], ack
-    await asyncio.wait_for(done.wait(), 180)
+    await asyncio.wait_for(finished.wait(), 180)
+    if after_seq == 0:  # a replay of a finished job brings no new state to the jobs room
+        await asyncio.wait_for(listed.wait(), 30)
     await sio.disconnect()
     return events, states
 

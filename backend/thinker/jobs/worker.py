@@ -127,7 +127,12 @@ def run(run_dir: Path) -> int:
     stop = threading.Event()
     threading.Thread(target=_heartbeat, args=(run_dir, stop), daemon=True).start()
     append_event(run_dir, "state", {"state": "running", "pid": os.getpid()})
-    print(f"[thinker] job {spec['job_id']} ({spec['algorithm']}) running in {run_dir}", flush=True)
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
+    where = f" (CUDA_VISIBLE_DEVICES={gpus})" if gpus else ""
+    print(
+        f"[thinker] job {spec['job_id']} ({spec['algorithm']}) running in {run_dir}{where}",
+        flush=True,
+    )
     try:
         result = _train(run_dir, spec)
     except KeyboardInterrupt:
