@@ -64,8 +64,8 @@ def job_rows(client: TestClient) -> list[Job]:
 
 @pytest.fixture
 def held(tmp_path: Path, database_url: str | None) -> Iterator[TestClient]:
-    """A server whose local jobs stay queued (max_cpu_jobs=0): for the queue's own states."""
-    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=0)
+    """A server whose jobs all stay queued (no CPU or remote slots): for the queue's states."""
+    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=0, max_remote_jobs=0)
     with TestClient(create_app(settings)) as client:
         yield client
 
@@ -143,6 +143,25 @@ def test_rlhf_needs_a_dataset_of_the_right_kind_for_each_stage(held: TestClient)
     assert ok.status_code == 201, ok.text
     job_file = _platform(held).settings.runs_dir / ok.json()["id"] / "job.json"
     assert str(_platform(held).settings.dataset_file(prompts)) in job_file.read_text()
+
+
+def test_a_tinker_job_needs_a_stored_key(held: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    chat = add_dataset(held, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
+    body = {
+        "algorithm": "sl",
+        "backend": "tinker",
+        "base_model": "Qwen/Qwen3-8B",
+        "dataset_id": chat,
+    }
+    refused = held.post("/api/jobs", json=body)
+    assert refused.status_code == 422 and "needs a Tinker API key" in refused.json()["detail"]
+    assert job_rows(held) == []
+    key = "tml-0123456789abcdef"
+    assert held.put("/api/settings/tinker-key", json={"api_key": key}).status_code == 200
+    queued = held.post("/api/jobs", json=body)
+    assert queued.status_code == 201 and queued.json()["resource"] == "remote"
+    assert key not in queued.text
 
 
 def test_idempotency_key_makes_one_job(held: TestClient) -> None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from thinker.errors import ConflictError, NotFoundError
+from thinker.errors import ConfigError, ConflictError, NotFoundError
 from thinker.jobs.events import (
     ACTIVE_STATES,
     EVENTS_FILE,
@@ -133,6 +133,11 @@ class JobManager:
             if existing is not None:
                 return existing, False
         spec = build_spec(algorithm, backend, base_model, dataset_id, config, await self._refs())
+        if backend == "tinker" and self._tinker_key() is None:
+            raise ConfigError(
+                "backend: tinker needs a Tinker API key; store one with PUT "
+                "/api/settings/tinker-key (or set TINKER_API_KEY for the server)"
+            )
         job_id = new_id("job")
         job = Job(
             id=job_id,
@@ -264,6 +269,11 @@ class JobManager:
             rows = (await session.scalars(select(Dataset))).all()
         refs = {d.id: DatasetRef(d.id, d.kind, self.settings.dataset_file(d.id)) for d in rows}
         return refs.get
+
+    def _tinker_key(self) -> str | None:
+        from thinker.server.secrets import read_secret
+
+        return read_secret(self.settings, "tinker_api_key") or os.environ.get("TINKER_API_KEY")
 
     def _resource(self, backend: str) -> str:
         if backend == "tinker":
@@ -504,12 +514,9 @@ class JobManager:
             env["CUDA_VISIBLE_DEVICES"] = device.split(":")[1]
         elif job.resource == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
-        if job.backend == "tinker":
-            from thinker.server.secrets import read_secret
-
-            key = read_secret(self.settings, "tinker_api_key") or os.environ.get("TINKER_API_KEY")
-            if key:
-                env["TINKER_API_KEY"] = key
+        key = self._tinker_key() if job.backend == "tinker" else None
+        if key:
+            env["TINKER_API_KEY"] = key
         with open(run_dir / LOG_FILE, "ab") as log_file:
             return subprocess.Popen(
                 [sys.executable, "-m", "thinker.jobs.worker", str(run_dir)],
