@@ -181,8 +181,8 @@ class JobManager:
         return await self._stop(job_id, "cancel", "cancelled", ("queued", "paused", "interrupted"))
 
     async def pause(self, job_id: str) -> Job:
-        """Pause a job: its worker stops after saving nothing more; resume continues from the
-        last checkpoint."""
+        """Pause a job: its worker stops at once; resume continues from the last checkpoint
+        (the steps after it are trained again)."""
         return await self._stop(job_id, "pause", "paused", ("queued",))
 
     async def resume(self, job_id: str) -> Job:
