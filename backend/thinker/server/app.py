@@ -86,11 +86,21 @@ def _operation_id(route: APIRoute) -> str:
 
 
 def _add_routes(app: FastAPI) -> None:
-    from thinker.server.routes import datasets, health, jobs, models, openai, sampling, tokens
+    from thinker.server.routes import (
+        dataset_insights,
+        datasets,
+        health,
+        jobs,
+        models,
+        openai,
+        sampling,
+        tokens,
+    )
     from thinker.server.routes import settings as settings_routes
 
     api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
-    for module in (health, datasets, jobs, models, sampling, settings_routes, tokens):
+    routers = (health, datasets, dataset_insights, jobs, models, sampling, settings_routes, tokens)
+    for module in routers:
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(openai.router, dependencies=[Depends(require_token)])

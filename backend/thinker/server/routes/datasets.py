@@ -1,4 +1,5 @@
-"""/api/datasets: upload, list, read, preview, download and delete datasets."""
+"""/api/datasets: upload, list, read, download and delete datasets (preview and statistics:
+dataset_insights.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, HTTPException, Query, Request, Response, UploadFile
 from fastapi.responses import FileResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict
 from starlette.types import Message, Receive
 
 from thinker.data.formats import Format
@@ -104,14 +105,6 @@ class DatasetsPublic(BaseModel):
     count: int  # matching datasets in all, not just this page
 
 
-class DatasetPreview(BaseModel):
-    id: str
-    offset: int
-    limit: int
-    total: int  # rows in the dataset
-    rows: list[dict[str, JsonValue]]
-
-
 @router.post("", status_code=201)
 async def create_dataset(
     platform: PlatformDep,
@@ -142,23 +135,6 @@ async def read_dataset(session: SessionDep, dataset_id: str) -> DatasetDetail:
     dataset = await datasets.get_dataset(session, dataset_id)
     jobs = [DatasetJob.model_validate(j) for j in await datasets.dataset_jobs(session, dataset.id)]
     return DatasetDetail(**DatasetPublic.model_validate(dataset).model_dump(), jobs=jobs)
-
-
-@router.get("/{dataset_id}/preview")
-async def read_dataset_preview(
-    platform: PlatformDep,
-    session: SessionDep,
-    dataset_id: str,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=200)] = 20,
-) -> DatasetPreview:
-    """Rows of a dataset as stored, from `offset`."""
-    dataset = await datasets.get_dataset(session, dataset_id)
-    path = datasets.dataset_file(platform.settings, dataset.id)
-    rows = await datasets.preview_rows(path, offset, limit)
-    return DatasetPreview(
-        id=dataset.id, offset=offset, limit=limit, total=dataset.num_rows, rows=rows
-    )
 
 
 @router.get("/{dataset_id}/download", response_class=FileResponse)
