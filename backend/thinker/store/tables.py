@@ -43,6 +43,15 @@ class Dataset(Base):
     sha256: Mapped[str] = mapped_column(String(64))  # of the stored (normalised) JSONL
     builtin: Mapped[bool] = mapped_column(Boolean, default=False)  # a shipped example
     created_at: Mapped[float] = mapped_column(Float, default=now)
+    # Versions: a dataset never changes once stored; editing or re-mapping makes a new row
+    # with the same root (the first version's id), the next version number and its parent.
+    root_id: Mapped[str | None] = mapped_column(String(32), index=True)  # None: itself (v1)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    parent_id: Mapped[str | None] = mapped_column(String(32))
+    # How source fields became the kind's fields ({"prompt": "question", ...}); None = as is.
+    mapping: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Where the rows came from beyond an upload, e.g. {"hf": {"repo", "config", "split", ...}}.
+    origin: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class Job(Base):
