@@ -6,6 +6,8 @@
     thinker run      --config pipeline.yaml            # validate -> train -> eval
     thinker serve    [--host H] [--port P] [--data-dir DIR]  # the platform server
     thinker token    create --name NAME | list | revoke ID   # API tokens for the server
+    thinker datasets inspect FILE [--kind K] [--base-model M]  # detect, validate, stats, preview
+    thinker datasets import SOURCE [--split S] [--limit N]     # a Hugging Face dataset
 
 `training.algorithm` (sl, dpo, rl, rlhf) picks the training loop; a `stages:` list runs several
 in a row, each from the previous one's final checkpoint (see thinker.pipeline.config).
@@ -99,6 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         from thinker.server.tokens import token_main
 
         return token_main(args_list[1:])
+    if args_list[:2] == ["datasets", "inspect"]:
+        from thinker.data.inspect_cli import inspect_main
+
+        return inspect_main(args_list[2:])
+    if args_list[:2] == ["datasets", "import"]:
+        from thinker.data.hf_import import import_main
+
+        return import_main(args_list[2:])
     parser = build_parser()
     signal.signal(signal.SIGTERM, _interrupt)  # a killed run is recorded as interrupted
     try:

@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from httpx import Response
 from tests.api.conftest import make_settings
 
+from thinker.errors import NotFoundError
 from thinker.server import datasets as server_datasets
 from thinker.server.app import create_app
 from thinker.server.platform import Platform
@@ -183,7 +184,9 @@ def test_upload_each_format_and_kind(client: TestClient, settings: Settings, wri
 
 
 def as_jsonl_normalised(rows: list[Row]) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
+    """The canonical form: compact JSON, keys in their order, text as UTF-8."""
+    compact = (json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in rows)
+    return "".join(line + "\n" for line in compact).encode()
 
 
 def test_kind_given_and_format_from_content(client: TestClient) -> None:
@@ -219,7 +222,7 @@ def test_list_read_preview_download_delete(client: TestClient, settings: Setting
     assert before - 1 <= created.timestamp() <= datetime.now(UTC).timestamp() + 1
 
     preview = client.get(f"/api/datasets/{problems['id']}/preview?offset=1&limit=5").json()
-    assert preview == {
+    assert {k: preview[k] for k in ("id", "offset", "limit", "total", "rows")} == {
         "id": problems["id"],
         "offset": 1,
         "limit": 5,
@@ -249,14 +252,15 @@ def test_operation_ids(client: TestClient) -> None:
         if p.startswith("/api/datasets")
         for op in paths[p].values()
     }
-    assert ids == {
+    assert {
         "create_dataset",
+        "detect_dataset",
         "read_datasets",
         "read_dataset",
         "read_dataset_preview",
         "download_dataset",
         "delete_dataset",
-    }
+    } <= ids  # the import and statistics routes live in other modules
 
 
 # ---- uploads that are rejected -----------------------------------------------------------
@@ -270,11 +274,11 @@ def assert_nothing_stored(client: TestClient, settings: Settings) -> None:
 def test_bad_rows_are_reported_by_line_and_nothing_is_stored(
     client: TestClient, settings: Settings
 ) -> None:
-    good = json.dumps(CHAT_ROWS[0])
+    good, other = json.dumps(CHAT_ROWS[0]), json.dumps(CHAT_ROWS[1])
     empty = json.dumps(
         {"messages": [{"role": "user", "content": "1+1"}, {"role": "assistant", "content": ""}]}
     )
-    text = f'{good}\n{good}\n{{"messages": [\n{{"msgs": []}}\n\n{empty}\n'
+    text = f'{good}\n{other}\n{{"messages": [\n{{"msgs": []}}\n\n{empty}\n'
     response = upload(client, text.encode(), "chat.jsonl", kind="chat")
     assert response.status_code == 422
     body = response.json()
@@ -287,6 +291,7 @@ def test_bad_rows_are_reported_by_line_and_nothing_is_stored(
     assert body["errors"][1]["message"] == "missing (a chat row needs 'messages')"
     assert body["errors"][2]["message"] == "is empty"
     assert body["error_count"] == 3
+    assert body["error_counts"] == {"malformed_json": 1, "missing": 1, "empty": 1}
     assert body["detail"].startswith("upload rejected: 3 problem(s)")
     assert_nothing_stored(client, settings)
 
@@ -294,14 +299,14 @@ def test_bad_rows_are_reported_by_line_and_nothing_is_stored(
 def test_shipped_broken_examples_are_rejected(client: TestClient, settings: Settings) -> None:
     broken = Path(__file__).parents[2] / "data" / "examples" / "broken"
     expected = {
-        "bad_json.jsonl": (2, None),
-        "missing_field.jsonl": (3, "completion"),
-        "empty_content.jsonl": (2, "messages[1].content"),
+        "bad_json.jsonl": [(2, None), (3, None)],  # line 3 repeats line 1
+        "missing_field.jsonl": [(3, "completion")],
+        "empty_content.jsonl": [(2, "messages[1].content")],
     }
-    for name, (line, field) in expected.items():
+    for name, errors in expected.items():
         response = upload(client, (broken / name).read_bytes(), name)
         assert response.status_code == 422, name
-        assert [(e["line"], e["field"]) for e in response.json()["errors"]] == [(line, field)]
+        assert [(e["line"], e["field"]) for e in response.json()["errors"]] == errors
     assert_nothing_stored(client, settings)
 
 
@@ -328,7 +333,7 @@ def test_bad_rows_in_csv_and_parquet_name_their_line_and_row(
 def test_first_fifty_errors_in_full_and_the_count_of_all(
     client: TestClient, settings: Settings
 ) -> None:
-    text = "".join('{"prompt": "a", "completion": ""}\n' for _ in range(70))
+    text = "".join(f'{{"prompt": "a{i}", "completion": ""}}\n' for i in range(70))
     response = upload(client, text.encode(), "pc.jsonl", kind="prompt_completion")
     assert response.status_code == 422
     body = response.json()
@@ -371,7 +376,7 @@ def test_limits_on_lines_and_rows(limited_client: TestClient, tmp_path: Path) ->
     for rows, filename, needle in [
         ([CHAT_ROWS[0], long_row], "long.jsonl", "longer than 200 bytes"),
         ([CHAT_ROWS[0], long_row], "long.parquet", "bytes as JSON, over the limit of 200"),
-        ([PROBLEM_ROWS[0]] * 6, "many.jsonl", "more than 5 rows"),
+        ([{"prompt": f"{i}+0", "answer": str(i)} for i in range(6)], "many.jsonl", "more than 5"),
     ]:
         write = as_parquet if filename.endswith("parquet") else as_jsonl
         response = limited_client.post("/api/datasets", files={"file": (filename, write(rows))})
@@ -482,3 +487,183 @@ def test_register_examples_without_the_directory_does_nothing(
     monkeypatch.setattr(server_datasets, "EXAMPLES_DIR", tmp_path / "absent")
     client.portal.call(server_datasets.register_examples, platform_of(client))  # type: ignore[union-attr]
     assert client.get("/api/datasets").json()["count"] == 0
+
+
+# ---- detection and field mappings --------------------------------------------------------
+
+QUESTION_ROWS: list[Row] = [
+    {"id": 1, "question": "Why is the sky blue?", "answer": "Rayleigh scattering of sunlight."},
+    {"id": 2, "question": "Why is grass green?", "answer": "Chlorophyll reflects green light."},
+]
+
+
+def test_upload_with_a_mapping_stores_canonical_rows_and_the_mapping(
+    client: TestClient, settings: Settings
+) -> None:
+    mapping = {"prompt": "question", "completion": "answer"}
+    response = upload(client, as_csv(QUESTION_ROWS), "qa.csv", mapping=json.dumps(mapping))
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert (body["kind"], body["mapping"], body["version"], body["root_id"]) == (
+        "prompt_completion",
+        mapping,
+        1,
+        None,
+    )
+    expected = [
+        {"prompt": r["question"], "completion": r["answer"], "id": str(r["id"])}
+        for r in QUESTION_ROWS
+    ]
+    assert client.get(f"/api/datasets/{body['id']}/download").content == as_jsonl_normalised(
+        expected  # type: ignore[arg-type]
+    )
+    assert client.get(f"/api/datasets/{body['id']}").json()["mapping"] == mapping
+
+
+def test_a_known_layout_is_mapped_without_asking(client: TestClient) -> None:
+    sharegpt = [
+        {"conversations": [{"from": "human", "value": q}, {"from": "gpt", "value": a}]}
+        for q, a in (("3+4", "7"), ("2+2", "4"))
+    ]
+    response = upload(client, as_jsonl(sharegpt), "sharegpt.jsonl")
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert (body["kind"], body["mapping"]) == ("chat", {"messages": "sharegpt:conversations"})
+    stored = client.get(f"/api/datasets/{body['id']}/download").text.splitlines()
+    assert json.loads(stored[0]) == {
+        "messages": [{"role": "user", "content": "3+4"}, {"role": "assistant", "content": "7"}]
+    }
+
+
+def test_a_guessed_mapping_is_a_422_with_the_detection_until_confirmed(
+    client: TestClient, settings: Settings
+) -> None:
+    rows: list[Row] = [{"prompt": "abc", "response": "cba"}, {"prompt": "xyz", "response": "zyx"}]
+    response = upload(client, as_jsonl(rows), "pr.jsonl")
+    assert response.status_code == 422
+    body = response.json()
+    detection = body["detection"]
+    assert (detection["format"], detection["kind"], detection["mapping"]) == (
+        "jsonl",
+        "prompt_completion",
+        {"completion": "response"},
+    )
+    assert detection["suggestions"] == ["field `response` looks like the completion: map it?"]
+    assert (detection["fields"], detection["sample"]) == (["prompt", "response"], rows)
+    assert body["detail"].startswith("upload rejected: the fields")
+    assert (body["error_count"], body["error_counts"]) == (1, {"missing": 1})
+    assert_nothing_stored(client, settings)
+
+    confirmed = upload(client, as_jsonl(rows), "pr.jsonl", mapping=json.dumps(detection["mapping"]))
+    assert confirmed.status_code == 201, confirmed.text
+    assert confirmed.json()["kind"] == "prompt_completion"
+
+
+def test_raw_text_is_a_422_that_says_why(client: TestClient, settings: Settings) -> None:
+    response = upload(client, as_jsonl([{"text": "Once upon a time."}]), "t.jsonl")
+    assert response.status_code == 422
+    body = response.json()
+    assert body["detection"]["kind"] is None
+    assert "raw text (`text`)" in body["detection"]["suggestions"][0]
+    assert "cannot tell the dataset kind" in body["detail"]
+    assert_nothing_stored(client, settings)
+
+
+@pytest.mark.parametrize(
+    ("mapping", "needle"),
+    [
+        ("{not json", "mapping is not JSON"),
+        ('["prompt"]', "mapping must be a JSON object"),
+        ('{"messages": "chatml:text"}', "unknown operation 'chatml'"),
+    ],
+)
+def test_a_malformed_mapping_is_refused(
+    client: TestClient, settings: Settings, mapping: str, needle: str
+) -> None:
+    for path in ("/api/datasets", "/api/datasets/detect"):
+        files = {"file": ("c.jsonl", as_jsonl(CHAT_ROWS))}
+        response = client.post(path, files=files, data={"mapping": mapping})
+        assert response.status_code == 422 and needle in response.json()["detail"], path
+    assert_nothing_stored(client, settings)
+
+
+def test_detect_validates_the_whole_file_and_stores_nothing(
+    client: TestClient, settings: Settings
+) -> None:
+    rows = [
+        {"question": f"{i}+1", "reply": f"answer {i + 1}, which is long enough"} for i in range(6)
+    ]
+    text = as_jsonl(rows) + b'{"question": "x"\n' + as_jsonl(rows[:1])
+    response = client.post("/api/datasets/detect", files={"file": ("qa.jsonl", text)})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["format"], body["kind"]) == ("jsonl", "prompt_completion")
+    assert body["mapping"] == {"prompt": "question", "completion": "reply"}
+    assert len(body["suggestions"]) == 2 and body["sample"] == rows[:5]
+    assert body["validation"] == {
+        "kind": "prompt_completion",
+        "mapping": body["mapping"],
+        "rows": 8,
+        "error_count": 2,
+        "error_counts": {"malformed_json": 1, "duplicate": 1},
+        "errors": [
+            {
+                "line": 7,
+                "field": None,
+                "message": body["validation"]["errors"][0]["message"],
+                "kind": "malformed_json",
+            },
+            {
+                "line": 8,
+                "field": None,
+                "message": "duplicate of line 1 (the same row, byte for byte once normalised)",
+                "kind": "duplicate",
+            },
+        ],
+    }
+    given = client.post(
+        "/api/datasets/detect",
+        files={"file": ("qa.jsonl", as_jsonl(rows))},
+        data={"kind": "prompt_completion", "mapping": '{"prompt": "question"}'},
+    ).json()["validation"]
+    assert (given["error_count"], given["error_counts"]) == (6, {"missing": 6})
+    assert given["errors"][0]["field"] == "completion"
+    assert_nothing_stored(client, settings)
+
+
+def test_store_file_makes_versions_of_a_lineage(
+    client: TestClient, settings: Settings, tmp_path: Path
+) -> None:
+    platform = platform_of(client)
+    first = upload(client, as_jsonl(PROBLEM_ROWS), "rl.jsonl").json()
+    source = tmp_path / "v.jsonl"
+    source.write_bytes(as_jsonl([{"question": "9+9", "solution": "18"}]))
+
+    async def new_version(parent_id: str) -> str:
+        dataset = await server_datasets.store_file(
+            platform,
+            source,
+            filename="v.jsonl",
+            name=None,
+            kind="problems",
+            mapping={"prompt": "question", "answer": "solution"},
+            origin={"edited_from": parent_id},
+            parent_id=parent_id,
+        )
+        return dataset.id
+
+    def read(dataset_id: str) -> Row:
+        return client.get(f"/api/datasets/{dataset_id}").json()  # type: ignore[no-any-return]
+
+    second = read(client.portal.call(new_version, first["id"]))  # type: ignore[union-attr]
+    third = read(client.portal.call(new_version, second["id"]))  # type: ignore[union-attr,arg-type]
+    assert [(d["version"], d["root_id"], d["parent_id"]) for d in (second, third)] == [
+        (2, first["id"], first["id"]),
+        (3, first["id"], second["id"]),
+    ]
+    assert third["origin"] == {"edited_from": second["id"]}
+    assert third["mapping"] == {"prompt": "question", "answer": "solution"}
+    assert source.exists()  # the caller's file is the caller's
+    with pytest.raises(NotFoundError):
+        client.portal.call(new_version, "ds_000000000000")  # type: ignore[union-attr]
+    assert len(stored_files(settings)) == 3

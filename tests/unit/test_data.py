@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import random
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,10 @@ from thinker.data import (
     split_train_eval,
     validate_jsonl,
 )
+from thinker.data.validation import DuplicateFinder, ErrorSummary
 from thinker.errors import ConfigError, DatasetError
+from thinker.server.datasets import Plan, encode_row, scan
+from thinker.server.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 GOOD_CHAT = {
@@ -350,3 +356,154 @@ def test_generator_reproduces_the_shipped_files(tmp_path: Path) -> None:
     assert written == sorted(p for p in shipped if p.parts[0] in own_sets)
     assert own_sets == {"arithmetic", "reversal", "code_review", "broken"}
     assert all((tmp_path / p).read_bytes() == (EXAMPLES / p).read_bytes() for p in written)
+
+
+# --- whole-file validation of an upload (thinker.server.datasets.scan) -----------------------
+
+
+def scan_file(
+    path: Path, kind: str | None, max_line_bytes: int = 1_000_000, fmt: str = "jsonl"
+) -> ErrorSummary:
+    """Every problem the server's upload validation finds in `path`."""
+    settings = Settings(data_dir=path.parent / "server", max_line_bytes=max_line_bytes)
+    settings.datasets_dir.mkdir(parents=True, exist_ok=True)
+    plan = Plan(fmt, kind, {})  # type: ignore[arg-type]
+    return scan(path, plan, settings.datasets_dir / "rows.jsonl", settings).errors
+
+
+def chat(question: str, answer: str, role: str = "assistant") -> dict[str, object]:
+    return {"messages": [{"role": "user", "content": question}, {"role": role, "content": answer}]}
+
+
+def test_scan_finds_each_kind_of_error_on_its_line_with_totals_by_kind(tmp_path: Path) -> None:
+    path = write_lines(
+        tmp_path,
+        chat("1+1", "2"),  # 1
+        b'{"messages": "caf\xe9"}',  # 2: invalid UTF-8
+        '{"messages": [',  # 3: malformed JSON
+        "[1, 2]",  # 4: not an object
+        "",  # 5: blank, skipped
+        {"msgs": []},  # 6: missing
+        {"messages": "hello"},  # 7: wrong type
+        chat("2+2", " "),  # 8: empty
+        chat("3+3", "6", role="robot"),  # 9: unknown role, and so no assistant message
+        chat("4+4", "8" * 400),  # 10: over-long line
+        chat("1+1", "2"),  # 11: duplicate of line 1
+        '{"messages": NaN}',  # 12: malformed JSON (NaN)
+        chat("5+5", "10"),  # 13
+        chat("1+1", "2"),  # 14: duplicate of line 1 again
+    )
+    errors = scan_file(path, "chat", max_line_bytes=300)
+    assert [(e.line, e.kind) for e in errors.first] == [
+        (2, "invalid_utf8"),
+        (3, "malformed_json"),
+        (4, "not_object"),
+        (6, "missing"),
+        (7, "wrong_type"),
+        (8, "empty"),
+        (9, "invalid_value"),
+        (9, "invalid_value"),
+        (10, "too_long"),
+        (11, "duplicate"),
+        (12, "malformed_json"),
+        (14, "duplicate"),
+    ]
+    assert errors.count == 12
+    assert errors.counts == {
+        "invalid_utf8": 1,
+        "malformed_json": 2,
+        "not_object": 1,
+        "missing": 1,
+        "wrong_type": 1,
+        "empty": 1,
+        "invalid_value": 2,
+        "too_long": 1,
+        "duplicate": 2,
+    }
+    duplicate = next(e for e in errors.first if e.line == 11)
+    assert duplicate.message.startswith("duplicate of line 1 ")
+
+
+def test_scan_keeps_the_first_errors_by_line_and_counts_them_all(tmp_path: Path) -> None:
+    rows = [chat(f"{i}+0", "" if i % 2 else f"{i}") for i in range(200)]  # 100 empty
+    path = write_lines(tmp_path, *rows, *rows[:60:2])  # 30 duplicates at the end
+    errors = scan_file(path, "chat")
+    assert (errors.count, errors.counts) == (130, {"empty": 100, "duplicate": 30})
+    assert [e.line for e in errors.first] == list(range(2, 101, 2))  # 50 kept, by line
+
+
+def test_scan_finds_duplicates_in_csv_by_line(tmp_path: Path) -> None:
+    path = tmp_path / "pc.csv"
+    path.write_text("prompt,completion\nabc,cba\nxyz,zyx\n\nabc,cba\n")
+    errors = scan_file(path, "prompt_completion", fmt="csv")
+    assert [(e.line, e.kind, e.message[:20]) for e in errors.first] == [
+        (5, "duplicate", "duplicate of line 2 ")
+    ]
+
+
+def naive_duplicates(rows: list[bytes]) -> list[tuple[int, int]]:
+    first: dict[bytes, int] = {}
+    found = []
+    for line, row in enumerate(rows, start=1):
+        if row in first:
+            found.append((line, first[row]))
+        else:
+            first[row] = line
+    return found
+
+
+@pytest.mark.parametrize(
+    ("filter_bits", "max_candidates", "row_hash"),
+    [
+        (1 << 27, 1 << 18, hash),  # as the server runs it
+        (64, 3, hash),  # a saturated filter and candidates verified in many rounds
+        (1 << 20, 5, len),  # a hash with collisions everywhere: only bytes decide
+    ],
+)
+def test_duplicate_finder_matches_an_exact_count(
+    tmp_path: Path, filter_bits: int, max_candidates: int, row_hash: Callable[[bytes], int]
+) -> None:
+    rng = random.Random(7)
+    rows = [f'{{"n":{rng.randrange(400)}}}\n'.encode() for _ in range(3000)]
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"".join(rows))
+    with DuplicateFinder(path, filter_bits, max_candidates, row_hash) as finder:
+        finder.BLOCK_ROWS = 256  # many blocks, so that duplicates cross them
+        for start in range(0, len(rows), 100):
+            chunk = rows[start : start + 100]
+            finder.add_rows(chunk, list(range(start + 1, start + 1 + len(chunk))))
+        found = list(finder.duplicates())
+    expected = naive_duplicates(rows)
+    assert found == expected and len(expected) > 2000
+
+
+def test_scan_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
+    """Peak traced memory of validating 20k and 200k rows: within 4 MiB of each other (a set
+    of row hashes alone would add ~10 MiB; the rows themselves are ~20 MiB)."""
+    peaks = []
+    for n in (20_000, 200_000):
+        path = tmp_path / f"{n}.jsonl"
+        with open(path, "w") as f:
+            for i in range(n):
+                f.write(json.dumps(chat(f"What is {i} + {i}?", f"{2 * i}")) + "\n")
+        tracemalloc.start()
+        try:
+            errors = scan_file(path, "chat")
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert errors.count == 0
+    assert peaks[1] - peaks[0] < 4 * 1024 * 1024, peaks
+
+
+def test_encode_row_writes_the_compact_canonical_form() -> None:
+    assert encode_row(1, {"b": "é", "a": [1, 2.5]}, 100) == (
+        b'{"b":"\xc3\xa9","a":[1,2.5]}\n',
+        None,
+    )
+    big = {"n": 2**70}  # past orjson: written by json in the same form
+    assert encode_row(1, big, 100) == (b'{"n":1180591620717411303424}\n', None)
+    data, error = encode_row(3, {"s": "\ud800"}, 100)
+    assert data == b"" and error is not None and "surrogate" in error.message
+    data, error = encode_row(4, {"s": "x" * 20}, 10)
+    assert error is not None and (error.line, error.kind) == (4, "too_long")

@@ -220,3 +220,43 @@ def test_unreadable_parquet_is_one_file_error(tmp_path: Path) -> None:
     assert len(items) == 1
     error = items[0][1]
     assert isinstance(error, RowError) and error.line == 0 and "Parquet" in error.message
+
+
+# ---- numbers JSON cannot hold, and the fast parser's fallbacks ---------------------------
+
+
+def test_no_reader_yields_nan_or_infinity(tmp_path: Path) -> None:
+    jsonl = rows(write(tmp_path, "x.jsonl", '{"a": 1e400}\n{"a": NaN}\n{"a": 1.5}\n'), "jsonl")
+    assert [(n, getattr(r, "kind", r)) for n, r in jsonl] == [
+        (1, "malformed_json"),
+        (2, "malformed_json"),
+        (3, {"a": 1.5}),
+    ]
+    assert "number 1e400 is out of range" in str(jsonl[0][1])
+    document = rows(write(tmp_path, "x.json", '[{"a": -1e999}]'), "json")
+    assert len(document) == 1 and "out of range" in str(document[0][1])
+    csv_cells = rows(write(tmp_path, "x.csv", 'tests,answer\n"[NaN]",1e400\n'), "csv")
+    assert csv_cells == [(2, {"tests": "[NaN]", "answer": "1e400"})]  # left as text
+    path = tmp_path / "x.parquet"
+    pq.write_table(pa.table({"score": [1.0, float("nan")]}), path)
+    items = rows(path, "parquet")
+    assert items[0] == (1, {"score": 1.0})
+    error = items[1][1]
+    assert isinstance(error, RowError) and (error.line, error.field) == (2, "score")
+
+
+def test_lines_orjson_refuses_are_read_as_the_standard_library_reads_them(tmp_path: Path) -> None:
+    text = b'\xef\xbb\xbf{"a": 1}\n{"s": "\\ud800"}\n\xef\xbb\xbf{"a": 2}\n{"a": [1,}\n'
+    items = rows(write(tmp_path, "x.jsonl", text), "jsonl")
+    assert items[0] == (1, {"a": 1})  # a byte-order mark opens the file
+    assert items[1] == (2, {"s": "\ud800"})  # JSON spells it; storing it is refused later
+    bom, bad = items[2][1], items[3][1]
+    assert isinstance(bom, RowError) and bom.kind == "malformed_json"  # nowhere else
+    assert isinstance(bad, RowError) and "column 10" in bad.message
+
+
+def test_over_long_lines_are_their_own_kind_of_error(tmp_path: Path) -> None:
+    items = rows(write(tmp_path, "x.jsonl", '{"a": "' + "x" * 80 + '"}\n{"a": 1}\n'), "jsonl", 50)
+    error = items[0][1]
+    assert isinstance(error, RowError) and error.kind == "too_long"
+    assert items[1] == (2, {"a": 1})

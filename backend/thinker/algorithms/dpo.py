@@ -210,15 +210,23 @@ async def _datasets(
 def _render(
     renderer: Renderer, pair: PreferencePair, max_length: int
 ) -> tuple[types.Datum, types.Datum]:
-    """Prompt + chosen and prompt + rejected, trained on the completion's assistant turns."""
+    """Prompt + chosen and prompt + rejected as datums (see render_pair)."""
+    chosen, rejected = render_pair(renderer, pair)
+    return datum_from_tokens_weights(*chosen, max_length), datum_from_tokens_weights(
+        *rejected, max_length
+    )
+
+
+def render_pair(
+    renderer: Renderer, pair: PreferencePair
+) -> tuple[tuple[list[int], list[float]], tuple[list[int], list[float]]]:
+    """(tokens, weights) of prompt + chosen and of prompt + rejected: the prompt untrained, the
+    completion's assistant turns trained. The dataset preview renders pairs with this too."""
     prompt = [_message(m, trainable=False) for m in pair.prompt_messages]
 
-    def render(completion: list[Message]) -> types.Datum:
+    def render(completion: list[Message]) -> tuple[list[int], list[float]]:
         trained = [_message(m, trainable=m["role"] == "assistant") for m in completion]
-        tokens, weights = renderer.build_supervised_example(
-            prompt + trained, TrainOnWhat.CUSTOMIZED
-        )
-        return datum_from_tokens_weights(tokens, weights, max_length)
+        return renderer.build_supervised_example(prompt + trained, TrainOnWhat.CUSTOMIZED)
 
     return render(pair.chosen_messages), render(pair.rejected_messages)
 

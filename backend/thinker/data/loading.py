@@ -97,6 +97,11 @@ def _row_kind(row: dict[str, object]) -> DatasetKind | None:
     return None
 
 
+def row_messages(row: dict[str, object]) -> list[Message]:
+    """A checked SL row (chat or prompt/completion) as the messages training renders."""
+    return _to_messages(row, _row_kind(row) or "chat")
+
+
 def _to_messages(row: dict[str, object], kind: DatasetKind) -> list[Message]:
     """A checked row as messages; only the keys a `Message` has are kept."""
     if kind == "prompt_completion":

@@ -48,7 +48,7 @@ def load_preference_pairs(path: Path, max_examples: int | None = None) -> list[P
     def check(line: int, row: dict[str, object]) -> list[RowError]:
         errors = check_pair(line, row)
         if not errors:
-            pairs.append(_to_pair(row))
+            pairs.append(row_pair(row))
         return errors
 
     scan_rows(Path(path), check, max_examples).raise_for_errors()
@@ -112,7 +112,8 @@ def _check_message(line: int, name: str, message: object) -> list[RowError]:
     return errors
 
 
-def _to_pair(row: dict[str, object]) -> PreferencePair:
+def row_pair(row: dict[str, object]) -> PreferencePair:
+    """A checked preference row as the pair DPO and the reward model train on."""
     prompt = row["prompt"] if "prompt" in row else row["messages"]
     return PreferencePair(
         prompt_messages=_to_messages(prompt, "user"),

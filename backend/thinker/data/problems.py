@@ -29,7 +29,7 @@ def load_problems(path: Path, max_examples: int | None = None) -> list[Problem]:
     def check(line: int, row: dict[str, object]) -> list[RowError]:
         errors = check_problem_row(line, row)
         if not errors:
-            problems.append(_problem(row))
+            problems.append(row_problem(row))
         return errors
 
     result = scan_rows(Path(path), check, max_examples)
@@ -75,7 +75,8 @@ def _normalised(row: dict[str, object]) -> dict[str, object]:
     return row
 
 
-def _problem(row: dict[str, object]) -> Problem:
+def row_problem(row: dict[str, object]) -> Problem:
+    """A checked RL row as the Problem that RL samples and scores."""
     if "messages" in row:
         messages = [dict(m) for m in cast(list[dict[str, str]], row["messages"])]
     else:

@@ -8,16 +8,33 @@ with its line number, so one run reports all of them; nothing stops at the first
 
 Line numbers are 1-based physical lines of the file, blank lines included, so they match
 what an editor shows. Indices inside `messages` are 0-based, as in Python and JSONPath.
+
+Lines are parsed with orjson, several times faster than the standard library; a line orjson
+refuses is parsed again with `json`, whose messages name the problem and which alone accepts
+what JSON allows and orjson does not (a lone UTF-16 surrogate escape, which the server then
+refuses to store). One difference is left: an integer past 2**64 becomes a float.
+
+`ErrorSummary` and `DuplicateFinder` are the parts of the server's whole-file validation
+(`thinker.server.datasets.convert`) that do not depend on the dataset's kind.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
+import math
+import os
+import tempfile
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
+
+import numpy as np
+import orjson
 
 from thinker.errors import ConfigError, DatasetError
 
@@ -33,6 +50,8 @@ ErrorKind = Literal[
     "wrong_type",
     "empty",  # "", [] or {} where allow_empty is False
     "invalid_value",  # right type, wrong value (an unknown role, no assistant message)
+    "too_long",  # a line (or a row as JSON) over the server's limit
+    "duplicate",  # the same row as an earlier one, byte for byte once normalised
 ]
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -216,6 +235,19 @@ def _merge(kind_fields: list[SchemaField], schema: list[SchemaField]) -> list[Sc
 
 def _parse_line(line: int, raw: bytes) -> dict[str, object] | RowError:
     try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _parse_line_slowly(line, raw)
+    if type(value) is dict:
+        return value
+    return RowError(
+        line, None, f"row is a JSON {json_type(value)}, expected an object", "not_object"
+    )
+
+
+def _parse_line_slowly(line: int, raw: bytes) -> dict[str, object] | RowError:
+    """The standard library's parse of a line orjson refused: its messages, its leniency."""
+    try:
         text = raw.decode("utf-8").rstrip("\r\n")  # so JSON errors point into this line
     except UnicodeDecodeError as e:
         bad = raw[e.start : e.start + 1].hex()
@@ -225,7 +257,7 @@ def _parse_line(line: int, raw: bytes) -> dict[str, object] | RowError:
     if line == 1:  # a byte-order mark is legal at the start of a UTF-8 file, nowhere else
         text = text.removeprefix("\ufeff")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=finite_float)
     except json.JSONDecodeError as e:
         return RowError(line, None, f"malformed JSON: {e.msg} (column {e.colno})", "malformed_json")
     except ValueError as e:  # NaN / Infinity, which JSON does not allow
@@ -234,6 +266,14 @@ def _parse_line(line: int, raw: bytes) -> dict[str, object] | RowError:
         return RowError(
             line, None, f"row is a JSON {json_type(value)}, expected an object", "not_object"
         )
+    return value
+
+
+def finite_float(text: str) -> float:
+    """`float(text)`, refusing a number too large for a double (JSON has no Infinity)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
     return value
 
 
@@ -296,3 +336,160 @@ def _check_message(line: int, name: str, message: dict[str, object]) -> list[Row
     if "trainable" in message:
         errors.extend(_check_value(line, f"{name}.trainable", message["trainable"], "boolean"))
     return errors
+
+
+# ---- whole-file validation: the error summary and exact duplicates -----------------------
+
+
+@dataclass
+class ErrorSummary:
+    """Every problem counted by kind, with the first `limit` of them (by line) kept in full."""
+
+    limit: int = 50
+    first: list[RowError] = field(default_factory=list)
+    count: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def add(self, errors: Iterable[RowError]) -> None:
+        for error in errors:
+            self.count += 1
+            self.counts[error.kind] += 1
+            if len(self.first) < self.limit:
+                self.first.append(error)
+
+    def merged(self, other: ErrorSummary) -> ErrorSummary:
+        """Both summaries as one; each must have come in line order (the merge keeps it)."""
+        first = list(heapq.merge(self.first, other.first, key=lambda e: e.line))[: self.limit]
+        return ErrorSummary(self.limit, first, self.count + other.count, self.counts + other.counts)
+
+
+class DuplicateFinder:
+    """Exact duplicate rows of a JSONL file being written, in memory that does not grow.
+
+    `add_rows` records each row's 64-bit hash, line number and end offset in the file, a
+    block of about 16,384 rows at a time, to a scratch file on disk (24 bytes a row).
+    `duplicates` then reads that file back with numpy. A Bloom filter of fixed size (16 MiB,
+    2 probes) marks every row whose hash may have come before; those hashes are the
+    candidates. A second read verifies each candidate exactly, comparing the bytes of the
+    two rows in the written file, so neither a hash collision nor a false positive of the
+    filter is ever reported. At most `max_candidates` hashes are held at once: past that,
+    candidates are verified in rounds, each reporting only the duplicates in the blocks that
+    raised its candidates. Memory: the filter, a block, the candidates; the disk holds what
+    grows with the file.
+    """
+
+    BLOCK_ROWS = 1 << 14
+
+    def __init__(
+        self,
+        rows_file: Path,
+        filter_bits: int = 1 << 27,
+        max_candidates: int = 1 << 18,
+        row_hash: Callable[[bytes], int] = hash,  # any 64-bit hash: collisions are verified
+    ) -> None:
+        self.rows_file = rows_file
+        self.row_hash = row_hash
+        self.filter_bits = filter_bits
+        self.max_candidates = max_candidates
+        # Closed by `close` (or the `with` block); deleted by the OS when closed.
+        self._side = tempfile.TemporaryFile(dir=rows_file.parent, prefix=".tmp-dups-")  # noqa: SIM115
+        self._hashes, self._lines, self._ends = array("q"), array("q"), array("q")
+        self._blocks = 0
+        self._offset = 0  # where the next row starts in `rows_file`
+
+    def add_rows(self, rows: list[bytes], lines: list[int]) -> None:
+        """Rows just appended to `rows_file` (each its bytes, newline included), and the line
+        each came from. Python's bytes hash is 64-bit SipHash, the same within a process."""
+        self._hashes.extend(map(self.row_hash, rows))
+        self._lines.extend(lines)
+        ends = itertools.accumulate(map(len, rows), initial=self._offset)
+        self._ends.extend(itertools.islice(ends, 1, None))
+        self._offset = self._ends[-1] if self._ends else self._offset
+        if len(self._hashes) >= self.BLOCK_ROWS:
+            self._flush()
+
+    def duplicates(self) -> Iterator[tuple[int, int]]:
+        """`(line, first line)` of each row that repeats an earlier one, in line order.
+
+        Call once `rows_file` is flushed and every row added.
+        """
+        self._flush()
+        bits = np.zeros(self.filter_bits // 8, np.uint8)
+        pending: set[int] = set()
+        window_start = 0
+        with open(self.rows_file, "rb") as rows:
+            for index, (hashes, _, _) in enumerate(self._read_blocks(self._blocks)):
+                pending.update(self._maybe_seen(hashes, bits))
+                if len(pending) >= self.max_candidates or index == self._blocks - 1:
+                    yield from self._verify(pending, window_start, index + 1, rows.fileno())
+                    pending, window_start = set(), index + 1
+
+    def close(self) -> None:
+        self._side.close()
+
+    def __enter__(self) -> DuplicateFinder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _flush(self) -> None:
+        if not self._hashes:
+            return
+        self._side.write(np.int64(len(self._hashes)).tobytes())
+        for values in (self._hashes, self._lines, self._ends):
+            self._side.write(values.tobytes())
+        self._hashes, self._lines, self._ends = array("q"), array("q"), array("q")
+        self._blocks += 1
+
+    def _read_blocks(self, count: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The first `count` blocks: (hashes as uint64, lines, end offsets)."""
+        self._side.seek(0)
+        for _ in range(count):
+            n = int(np.frombuffer(self._side.read(8), np.int64)[0])
+            columns = np.frombuffer(self._side.read(24 * n), np.int64).reshape(3, n)
+            yield columns[0].view(np.uint64), columns[1], columns[2]
+
+    def _maybe_seen(self, hashes: np.ndarray, bits: np.ndarray) -> np.ndarray:
+        """The hashes of this block that the filter has seen, or that repeat in the block;
+        then the block goes into the filter."""
+        mask = np.uint64(self.filter_bits - 1)
+        probes = (hashes & mask, (hashes >> np.uint64(32)) & mask)
+        seen = np.ones(len(hashes), bool)
+        for probe in probes:
+            seen &= (bits[probe >> np.uint64(3)] >> (probe & np.uint64(7)).astype(np.uint8)) & 1 > 0
+        _, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
+        candidates = np.unique(hashes[seen | (counts[inverse] > 1)])
+        for probe in probes:
+            np.bitwise_or.at(
+                bits, probe >> np.uint64(3), np.left_shift(1, probe & np.uint64(7)).astype(np.uint8)
+            )
+        return candidates.astype(np.int64).tolist()
+
+    def _verify(
+        self, candidates: set[int], start: int, stop: int, fd: int
+    ) -> Iterator[tuple[int, int]]:
+        """Duplicates among rows whose hash is a candidate, reported for blocks [start, stop)."""
+        if not candidates:
+            return
+        wanted = np.array(sorted(candidates), np.int64).view(np.uint64)
+        firsts: dict[int, list[tuple[int, int, int]]] = {}  # hash -> distinct (line, start, end)
+        previous_end = 0
+        for index, (hashes, lines, ends) in enumerate(self._read_blocks(stop)):
+            starts = np.concatenate(([previous_end], ends[:-1]))
+            previous_end = int(ends[-1])
+            for i in np.flatnonzero(np.isin(hashes, wanted)):
+                row = (int(lines[i]), int(starts[i]), int(ends[i]))
+                first = _same_row(firsts.setdefault(int(hashes[i]), []), row, fd)
+                if first is not None and index >= start:
+                    yield row[0], first
+
+
+def _same_row(firsts: list[tuple[int, int, int]], row: tuple[int, int, int], fd: int) -> int | None:
+    """The line of the row in `firsts` whose bytes equal `row`'s; else `row` joins them."""
+    data = os.pread(fd, row[2] - row[1], row[1])
+    for line, start, end in firsts:
+        if end - start == len(data) and os.pread(fd, end - start, start) == data:
+            return line
+    firsts.append(row)
+    return None

@@ -55,6 +55,9 @@ def create_app(settings: Settings | None = None) -> Any:
         try:
             yield
         finally:
+            from thinker.server.imports import stop_imports
+
+            await stop_imports(app)  # a running import stops at its next batch, keeping nothing
             await app.state.platform.stop()
 
     app = FastAPI(
@@ -75,8 +78,10 @@ def create_app(settings: Settings | None = None) -> Any:
     if settings.static_dir is not None and settings.static_dir.is_dir():
         app.mount("/", StaticFiles(directory=settings.static_dir, html=True), name="dashboard")
     from thinker.server.events import register_socket_handlers
+    from thinker.server.imports import register_import_handlers
 
     register_socket_handlers(sio, app)
+    register_import_handlers(sio)
     return socketio.ASGIApp(sio, other_asgi_app=app, socketio_path="socket.io")
 
 
@@ -87,6 +92,7 @@ def _operation_id(route: APIRoute) -> str:
 
 def _add_routes(app: FastAPI) -> None:
     from thinker.server.routes import (
+        dataset_import,
         dataset_insights,
         datasets,
         health,
@@ -99,7 +105,17 @@ def _add_routes(app: FastAPI) -> None:
     from thinker.server.routes import settings as settings_routes
 
     api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
-    routers = (health, datasets, dataset_insights, jobs, models, sampling, settings_routes, tokens)
+    routers = (
+        health,
+        datasets,
+        dataset_import,
+        dataset_insights,
+        jobs,
+        models,
+        sampling,
+        settings_routes,
+        tokens,
+    )
     for module in routers:
         api.include_router(module.router)
     app.include_router(api)
@@ -116,6 +132,9 @@ def _add_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, DatasetError) and getattr(exc, "errors", None):
             body["errors"] = exc.errors  # type: ignore[attr-defined]
             body["error_count"] = getattr(exc, "error_count", len(body["errors"]))
+            body["error_counts"] = getattr(exc, "error_counts", {})
+        if getattr(exc, "detection", None) is not None:
+            body["detection"] = exc.detection  # type: ignore[attr-defined]
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         return JSONResponse(body, status_code=status, headers=headers)
 

@@ -1,11 +1,18 @@
-"""Datasets on the server: storing an upload as checked JSONL, the shipped examples, deleting.
+"""Datasets on the server: storing a file as checked JSONL, the shipped examples, deleting.
 
 An upload is copied in chunks to a temporary file in the datasets directory (refused past
-`max_upload_mb`), read in its format (`thinker.data.formats`), every row checked against the
-dataset's kind with the validators of `thinker.data`, and written as normalised JSONL (one
-JSON object a line, nothing else) to a second temporary file. Only when every row has passed
-is that renamed to `<id>.jsonl` and the row inserted; whatever fails, both temporary files
-are removed and nothing is inserted, so a rejected upload leaves nothing behind.
+`max_upload_mb`); `store_file` does the rest, for uploads and imports alike. Its plan is the
+kind and field mapping given, or else detection's proposal (`thinker.data.detect`) when that
+is sure; a file whose mapping is only a guess is refused with the proposal, for the user to
+confirm. Every row is read in its format (`thinker.data.formats`), mapped, checked against
+the kind with the validators of `thinker.data`, and written as canonical JSONL (orjson's
+compact form, one object a line) to a second temporary file, while `DuplicateFinder` notes
+each row for the exact-duplicate check that follows. Only when no row has a problem is that
+renamed to `<id>.jsonl` and the row inserted; whatever fails, the temporary files are removed
+and nothing is inserted, so a rejected upload leaves nothing behind.
+
+The scan streams: memory holds a batch of rows, the duplicate filter (16 MiB) and a block
+of its bookkeeping, whatever the file's size (a JSON document, parsed whole, aside).
 
 Only server-made ids name files. The uploaded filename and the dataset's name are labels.
 """
@@ -18,20 +25,30 @@ import itertools
 import json
 import re
 import secrets
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, BinaryIO, Literal, get_args
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, get_args
 
+import orjson
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from thinker.data.formats import Format, detect_format, read_rows
+from thinker.data.detect import Detection, apply_mapping, detect_file, mapping_problems
+from thinker.data.formats import Format, Item, detect_format, read_rows
 from thinker.data.loading import check_conversation_row
 from thinker.data.preferences import check_pair
 from thinker.data.problems import check_problem_row
-from thinker.data.validation import FILE_LEVEL, RowError
+from thinker.data.validation import (
+    FILE_LEVEL,
+    ROLES,
+    DuplicateFinder,
+    ErrorSummary,
+    RowError,
+)
 from thinker.errors import ConflictError, DatasetError, NotFoundError, ThinkerError
 from thinker.server.settings import Settings
 from thinker.store import Dataset, Job, new_id, now
@@ -46,6 +63,8 @@ RowCheck = Callable[[int, dict[str, object]], list[RowError]]
 # A job in one of these states may still read its datasets (the rest are final).
 UNFINISHED_STATES = ("queued", "starting", "running", "paused", "interrupted")
 MAX_REPORTED_ERRORS = 50  # errors sent back in full; the total is counted past this
+WRITE_BATCH_ROWS = 4096  # rows joined into one write (and one hash update)
+_ROLES = frozenset(ROLES)
 MIB = 1 << 20
 CHUNK_BYTES = MIB
 NAME_CHARS = 200  # the column's width
@@ -72,12 +91,41 @@ KIND_FIELDS: dict[DatasetKindName, str] = {
 
 
 class UploadRejected(DatasetError):
-    """Rows that do not fit: `errors` holds the first 50 as JSON, `error_count` all of them."""
+    """A file that cannot be stored as it is: its problems, and what detection proposes.
 
-    def __init__(self, summary: str, errors: list[RowError], error_count: int) -> None:
+    `errors` holds the first 50 problems as JSON, `error_count` all of them, `error_counts`
+    them by kind; `detection` is set when the file needs a mapping (or kind) to be confirmed.
+    """
+
+    def __init__(
+        self,
+        summary: str,
+        errors: list[RowError],
+        error_count: int,
+        error_counts: dict[str, int] | None = None,
+        detection: Detection | None = None,
+    ) -> None:
         super().__init__(summary)
-        self.errors = [{"line": e.line, "field": e.field, "message": e.message} for e in errors]
+        self.errors = [error_json(e) for e in errors]
         self.error_count = error_count
+        self.error_counts = error_counts or dict(Counter(e.kind for e in errors))
+        self.detection = asdict(detection) if detection is not None else None
+
+    def body(self) -> dict[str, object]:
+        """The JSON body of the 422 answer."""
+        body: dict[str, object] = {
+            "detail": str(self),
+            "errors": self.errors,
+            "error_count": self.error_count,
+            "error_counts": self.error_counts,
+        }
+        if self.detection is not None:
+            body["detection"] = self.detection
+        return body
+
+
+def error_json(error: RowError) -> dict[str, object]:
+    return {"line": error.line, "field": error.field, "message": error.message, "kind": error.kind}
 
 
 class UploadTooLarge(ThinkerError, ValueError):
@@ -104,20 +152,60 @@ async def store_upload(
     filename: str | None,
     name: str | None,
     kind: DatasetKindName | None,
+    mapping: dict[str, str] | None = None,
 ) -> Dataset:
     """Store an uploaded file as a dataset, every row checked; nothing is kept if it fails.
 
     Raises:
         UploadTooLarge: The file is over `max_upload_mb`.
-        UploadRejected: A row is bad, or (without `kind`) the first row fits no kind.
+        UploadRejected: A row is bad, or the file needs a mapping or kind to be confirmed.
     """
     label = (filename or "upload")[:FILENAME_CHARS]
-    raw = _temp_path(platform.settings)
+    async with received(platform.settings, file) as raw:
+        return await store_file(
+            platform, raw, filename=label, name=name, kind=kind, mapping=mapping
+        )
+
+
+@asynccontextmanager
+async def received(settings: Settings, file: BinaryIO) -> AsyncIterator[Path]:
+    """An uploaded file copied to a temporary path (refused past `max_upload_mb`), removed
+    when the block ends."""
+    raw = _temp_path(settings)
     try:
-        await asyncio.to_thread(_copy_limited, file, raw, platform.settings.max_upload_mb)
-        return await _store(platform, raw, _name(name, label), label, kind, builtin=False)
+        await asyncio.to_thread(_copy_limited, file, raw, settings.max_upload_mb)
+        yield raw
     finally:
         raw.unlink(missing_ok=True)
+
+
+async def store_file(
+    platform: Platform,
+    path: Path,
+    *,
+    filename: str,
+    name: str | None,
+    kind: str | None,
+    mapping: dict[str, str] | None,
+    origin: dict[str, Any] | None = None,
+    parent_id: str | None = None,
+) -> Dataset:
+    """Store a file as a new dataset: every row mapped, checked and written as canonical JSONL.
+
+    The caller owns `path` and deletes it. Without `kind` and `mapping`, detection's proposal
+    is used when it is sure (a known layout, no guess to confirm). With `parent_id`, the
+    dataset is the next version of the parent's lineage.
+
+    Raises:
+        UploadRejected: A row is bad (all are checked), or the file needs a mapping or kind
+            that was not given (`detection` holds the proposal); nothing is stored.
+        NotFoundError: `parent_id` names no dataset.
+    """
+    filename = filename[:FILENAME_CHARS]
+    plan = await asyncio.to_thread(plan_for, path, filename, kind, mapping)
+    lineage = await _lineage(platform, parent_id)
+    extra = {"mapping": plan.mapping or None, "origin": origin, **lineage}
+    return await _store(platform, path, _name(name, filename), filename, plan, extra)
 
 
 async def register_examples(platform: Platform) -> None:
@@ -133,7 +221,8 @@ async def register_examples(platform: Platform) -> None:
     for name, relative, kind in EXAMPLES:
         path = EXAMPLES_DIR / relative
         if name not in registered and path.is_file():
-            await _store(platform, path, name, path.name, kind, builtin=True)
+            plan = Plan(detect_format(path, path.name), kind, {})
+            await _store(platform, path, name, path.name, plan, {"builtin": True})
 
 
 async def _store(
@@ -141,25 +230,20 @@ async def _store(
     source: Path,
     name: str,
     filename: str,
-    kind: DatasetKindName | None,
-    builtin: bool,
+    plan: Plan,
+    extra: dict[str, Any],
 ) -> Dataset:
     """Convert `source` into the datasets directory, then insert its row."""
     dataset_id = new_id("ds")
     target = dataset_file(platform.settings, dataset_id)
     temp = _temp_path(platform.settings)
     try:
-        stored = await asyncio.to_thread(convert, source, filename, kind, temp, platform.settings)
+        stored = await asyncio.to_thread(convert, source, plan, temp, platform.settings)
         temp.replace(target)  # atomic: readers see no file or the whole of it
     finally:
         temp.unlink(missing_ok=True)
     dataset = Dataset(
-        id=dataset_id,
-        name=name,
-        filename=filename,
-        builtin=builtin,
-        created_at=now(),
-        **stored.columns(),
+        id=dataset_id, name=name, filename=filename, created_at=now(), **stored.columns(), **extra
     )
     try:
         async with platform.sessions() as session:
@@ -169,6 +253,18 @@ async def _store(
         target.unlink(missing_ok=True)  # no row, so no file either
         raise
     return dataset
+
+
+async def _lineage(platform: Platform, parent_id: str | None) -> dict[str, Any]:
+    """The root, version and parent columns of a new version of `parent_id` (none: v1)."""
+    if parent_id is None:
+        return {}
+    async with platform.sessions() as session:
+        parent = await get_dataset(session, parent_id)
+        root = parent.root_id or parent.id
+        in_lineage = (Dataset.id == root) | (Dataset.root_id == root)
+        latest = await session.scalar(select(func.max(Dataset.version)).where(in_lineage))
+    return {"root_id": root, "version": (latest or 1) + 1, "parent_id": parent.id}
 
 
 def _temp_path(settings: Settings) -> Path:
@@ -192,6 +288,90 @@ def _copy_limited(source: BinaryIO, target: Path, max_upload_mb: int) -> None:
             out.write(chunk)
 
 
+# ---- deciding how to read a file ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a file becomes a dataset: its format, its kind (None: from the first mapped row)
+    and the mapping applied to every row."""
+
+    format: Format
+    kind: str | None
+    mapping: dict[str, str]
+
+
+def plan_for(
+    path: Path, filename: str | None, kind: str | None, mapping: dict[str, str] | None
+) -> Plan:
+    """The plan for an upload: as given, or detection's proposal where it is sure.
+
+    Raises:
+        UploadRejected: The mapping is malformed, or detection is unsure and nothing was given.
+    """
+    if mapping is not None and (problems := mapping_problems(mapping)):
+        raise UploadRejected(f"invalid mapping: {'; '.join(problems)}", [], len(problems))
+    if kind is not None and kind not in KINDS:
+        raise UploadRejected(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}", [], 1)
+    if kind is not None or mapping is not None:
+        return Plan(detect_format(path, filename), kind, mapping or {})
+    detection = detect_file(path, filename)
+    if not detection.sample:  # no row reads: the scan reports why, line by line
+        return Plan(detection.format, None, {})
+    if detection.kind is None or detection.suggestions:
+        raise needs_confirmation(detection)
+    return Plan(detection.format, detection.kind, detection.mapping)  # type: ignore[arg-type]
+
+
+def needs_confirmation(detection: Detection) -> UploadRejected:
+    """The 422 for a file whose kind or mapping detection cannot settle alone."""
+    found = ", ".join(f'"{f}"' for f in detection.fields[:20]) or "none"
+    if detection.kind is None:
+        what = f"cannot tell the dataset kind from the fields ({found}); give `kind` and `mapping`"
+    else:
+        proposed = json.dumps(detection.mapping)
+        what = (
+            f"the fields ({found}) need a mapping to be a {detection.kind} dataset: proposed "
+            f"{proposed}; confirm it by sending `mapping` (and `kind`)"
+        )
+    message = "; ".join([what, *detection.suggestions])
+    error = RowError(FILE_LEVEL, None, message, "missing")
+    return UploadRejected(f"upload rejected: {what}", [error], 1, detection=detection)
+
+
+def detect_and_validate(
+    path: Path,
+    filename: str | None,
+    kind: str | None,
+    mapping: dict[str, str] | None,
+    settings: Settings,
+) -> tuple[Detection, dict[str, Any]]:
+    """A file's detection, and a validation of all of it under the given kind and mapping,
+    else the proposed ones. Stores nothing: the rows go to a temporary file, then away."""
+    detection = detect_file(path, filename)
+    kind = kind or detection.kind
+    mapping = detection.mapping if mapping is None else mapping
+    plan = Plan(detection.format, kind, mapping)  # type: ignore[arg-type]
+    temp = _temp_path(settings)
+    try:
+        try:
+            found = scan(path, plan, temp, settings, check_kind=kind is not None or bool(mapping))
+        except UploadRejected:  # the mapped rows fit no kind: check what every row needs
+            found = scan(path, plan, temp, settings, check_kind=False)
+    finally:
+        temp.unlink(missing_ok=True)
+    errors = found.errors
+    summary = {
+        "kind": found.kind,
+        "mapping": mapping,
+        "rows": found.rows,
+        "error_count": errors.count,
+        "error_counts": dict(errors.counts),
+        "errors": [error_json(e) for e in errors.first],
+    }
+    return detection, summary
+
+
 # ---- converting and checking -------------------------------------------------------------
 
 
@@ -199,7 +379,7 @@ def _copy_limited(source: BinaryIO, target: Path, max_upload_mb: int) -> None:
 class Stored:
     """What `convert` wrote."""
 
-    kind: DatasetKindName
+    kind: str
     source_format: Format
     num_rows: int
     size_bytes: int
@@ -210,80 +390,198 @@ class Stored:
 
 
 @dataclass
-class _Problems:
-    first: list[RowError] = field(default_factory=list)
-    count: int = 0
+class Scan:
+    """What `scan` found: the kind the rows were checked as, what it wrote, every problem."""
 
-    def add(self, errors: list[RowError]) -> None:
-        self.count += len(errors)
-        self.first.extend(errors[: max(MAX_REPORTED_ERRORS - len(self.first), 0)])
-
-    def raise_if_any(self, rows: int, fmt: Format) -> None:
-        if not self.count:
-            return
-        first = self.first[0]
-        unit = "line" if fmt in ("jsonl", "csv") else "row"  # what the numbers count
-        where = f"{unit} {first.line}: " if first.line != FILE_LEVEL else ""
-        what = f"{first.field}: {first.message}" if first.field else first.message
-        summary = (
-            f"upload rejected: {self.count} problem(s) in {rows} row(s) read from {fmt}; "
-            f"first: {where}{what}"
-        )
-        raise UploadRejected(summary, self.first, self.count)
+    kind: str | None
+    rows: int
+    size_bytes: int
+    sha256: str
+    errors: ErrorSummary
 
 
-def convert(
-    source: Path, filename: str, kind: DatasetKindName | None, target: Path, settings: Settings
-) -> Stored:
-    """Check every row of `source` and write the rows to `target` as JSONL.
+def convert(source: Path, plan: Plan, target: Path, settings: Settings) -> Stored:
+    """Check every row of `source` and write the rows to `target` as canonical JSONL.
 
     Raises:
         UploadRejected: Any row is bad (all are checked), or the first row fits no kind.
     """
-    fmt = detect_format(source, filename, settings.max_line_bytes)
-    problems, digest, rows, size = _Problems(), hashlib.sha256(), 0, 0
-    check = row_check(kind) if kind else None
-    with open(target, "wb") as out:
-        for line, row in read_rows(source, fmt, settings.max_line_bytes):
-            rows += 1
-            if rows > settings.max_rows:
-                problems.add([RowError(line, None, f"more than {settings.max_rows} rows")])
-                break
-            if isinstance(row, RowError):
-                problems.add([row])
+    found = scan(source, plan, target, settings)
+    errors = found.errors
+    if errors.count:
+        raise UploadRejected(
+            _summary(errors, found.rows, plan.format), errors.first, errors.count, errors.counts
+        )
+    assert found.kind is not None  # set by the first good row, and there was one
+    return Stored(found.kind, plan.format, found.rows, found.size_bytes, found.sha256)
+
+
+def scan(
+    source: Path, plan: Plan, target: Path, settings: Settings, check_kind: bool = True
+) -> Scan:
+    """Read, map, check and write every row; the problems are returned, not raised.
+
+    `check_kind=False` checks only what every dataset needs (readable rows, no duplicates),
+    for a file whose kind is not known yet.
+
+    Raises:
+        UploadRejected: The plan has no kind and the first mapped row fits none.
+    """
+    kind = plan.kind
+    if kind is None and check_kind:
+        kind = _first_row_kind(source, plan, settings.max_line_bytes)
+    check = row_check(kind) if kind is not None and check_kind else _no_check  # type: ignore[arg-type]
+    items = read_rows(source, plan.format, settings.max_line_bytes)
+    if plan.mapping:
+        items = _mapped(items, plan.mapping)
+    with open(target, "wb") as out, DuplicateFinder(target) as finder:
+        written = _write_checked(items, check, out, finder, settings)
+        out.flush()  # the finder reads rows back from the file
+        written.errors = written.errors.merged(_duplicates(finder))
+    return Scan(kind, written.rows, written.size, written.digest, written.errors)
+
+
+@dataclass
+class _Written:
+    rows: int
+    size: int
+    digest: str
+    errors: ErrorSummary
+
+
+def _write_checked(
+    items: Iterator[Item],
+    check: RowCheck,
+    out: BinaryIO,
+    finder: DuplicateFinder,
+    settings: Settings,
+) -> _Written:
+    """The hot loop: every row checked, and written unless it cannot be JSON; every problem
+    counted. Rows go out in batches, so that writing, hashing and duplicate bookkeeping run
+    in C over many rows at once; a plainly right row skips the full check (`PLAIN_ROWS`)."""
+    errors, digest = ErrorSummary(MAX_REPORTED_ERRORS), hashlib.sha256()
+    rows = size = 0
+    batch: list[bytes] = []
+    lines: list[int] = []
+    max_rows, max_bytes = settings.max_rows, settings.max_line_bytes
+    plain = getattr(check, "plain", None)
+    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+    for line, row in items:
+        rows += 1
+        if rows > max_rows:
+            errors.add([RowError(line, None, f"more than {max_rows} rows", "too_many_rows")])
+            rows -= 1
+            break
+        if type(row) is RowError:
+            errors.add((row,))
+            continue
+        if (plain is None or not plain(row)) and (problems := check(line, row)):  # type: ignore[arg-type]
+            errors.add(problems)
+        try:
+            data = dumps(row, option=newline)
+        except orjson.JSONEncodeError:
+            data = b""
+        if not data or len(data) > max_bytes + 1:  # say why, or write it as `json` can
+            data, problem = encode_row(line, row, max_bytes)  # type: ignore[arg-type]
+            if problem is not None:
+                errors.add((problem,))
                 continue
-            if check is None:
-                kind = infer_kind(line, row)
-                check = row_check(kind)
-            data, errors = encode_row(line, row, settings.max_line_bytes)
-            problems.add(check(line, row) + errors)
-            if not problems.count:  # once a row is bad nothing will be kept: stop writing
-                out.write(data)
-                digest.update(data)
-                size += len(data)
-    if rows == 0:
-        problems.add([RowError(FILE_LEVEL, None, "file has no rows", "no_rows")])
-    problems.raise_if_any(rows, fmt)
-    assert kind is not None  # set by the first good row, and there was one
-    return Stored(kind, fmt, rows, size, digest.hexdigest())
+        batch.append(data)
+        lines.append(line)
+        if len(batch) == WRITE_BATCH_ROWS:
+            size += _flush(batch, lines, out, digest, finder)
+    size += _flush(batch, lines, out, digest, finder)
+    if rows == 0 and not errors.count:
+        errors.add([RowError(FILE_LEVEL, None, "file has no rows", "no_rows")])
+    return _Written(rows, size, digest.hexdigest(), errors)
 
 
-def encode_row(line: int, row: dict[str, object], max_bytes: int) -> tuple[bytes, list[RowError]]:
-    """The row as one JSONL line, or why it cannot be one."""
+def _flush(
+    batch: list[bytes], lines: list[int], out: BinaryIO, digest: Any, finder: DuplicateFinder
+) -> int:
+    """Write a batch of rows; how many bytes that was."""
+    data = b"".join(batch)
+    out.write(data)
+    digest.update(data)
+    finder.add_rows(batch, lines)
+    batch.clear()
+    lines.clear()
+    return len(data)
+
+
+def _mapped(items: Iterator[Item], mapping: dict[str, str]) -> Iterator[Item]:
+    for line, row in items:
+        yield line, row if isinstance(row, RowError) else apply_mapping(row, mapping)
+
+
+def _first_row_kind(source: Path, plan: Plan, max_line_bytes: int) -> str:
+    """The kind that the first row that parses calls for, once mapped."""
+    for line, row in read_rows(source, plan.format, max_line_bytes):
+        if not isinstance(row, RowError):
+            return infer_kind(line, apply_mapping(row, plan.mapping))
+    return "chat"  # no row parses: the scan reports why, whatever the kind
+
+
+def _duplicates(finder: DuplicateFinder) -> ErrorSummary:
+    found = ErrorSummary(MAX_REPORTED_ERRORS)
+    for line, first in finder.duplicates():
+        message = f"duplicate of line {first} (the same row, byte for byte once normalised)"
+        found.add((RowError(line, None, message, "duplicate"),))
+    return found
+
+
+def _no_check(line: int, row: dict[str, object]) -> list[RowError]:
+    return []
+
+
+def _summary(errors: ErrorSummary, rows: int, fmt: Format) -> str:
+    first = errors.first[0]
+    unit = "line" if fmt in ("jsonl", "csv") else "row"  # what the numbers count
+    where = f"{unit} {first.line}: " if first.line != FILE_LEVEL else ""
+    what = f"{first.field}: {first.message}" if first.field else first.message
+    by_kind = ", ".join(f"{n} {kind}" for kind, n in errors.counts.most_common())
+    return (
+        f"upload rejected: {errors.count} problem(s) ({by_kind}) in {rows} row(s) read from "
+        f"{fmt}; first: {where}{what}"
+    )
+
+
+def encode_row(line: int, row: dict[str, object], max_bytes: int) -> tuple[bytes, RowError | None]:
+    """The row as one canonical JSONL line (orjson's compact form, newline included), or why
+    it cannot be one."""
     try:
-        data = json.dumps(row, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        data = orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return _encode_slowly(line, row, max_bytes)
+    if len(data) > max_bytes + 1:
+        message = f"row is {len(data) - 1} bytes as JSON, over the limit of {max_bytes}"
+        return b"", RowError(line, None, message, "too_long")
+    return data, None
+
+
+def _encode_slowly(
+    line: int, row: dict[str, object], max_bytes: int
+) -> tuple[bytes, RowError | None]:
+    """What orjson refuses: an integer past 64 bits (written by `json` in the same compact
+    form), or a lone UTF-16 surrogate (not text at all)."""
+    try:
+        text = json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        data = text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:  # a lone surrogate, which JSON's \\u escapes can spell
-        return b"", [RowError(line, None, "holds a lone UTF-16 surrogate, which is not text")]
-    except ValueError:
-        return b"", [RowError(line, None, "holds NaN or Infinity, which JSON cannot store")]
-    if len(data) > max_bytes:
-        message = f"row is {len(data)} bytes as JSON, over the limit of {max_bytes}"
-        return b"", [RowError(line, None, message)]
-    return data + b"\n", []
+        return b"", RowError(line, None, "holds a lone UTF-16 surrogate, which is not text")
+    if len(data) > max_bytes + 1:
+        message = f"row is {len(data) - 1} bytes as JSON, over the limit of {max_bytes}"
+        return b"", RowError(line, None, message, "too_long")
+    return data, None
 
 
 def row_check(kind: DatasetKindName) -> RowCheck:
-    """The `thinker.data` check of one kind of row: what training loads it with."""
+    """The `thinker.data` check of one kind of row: what training loads it with.
+
+    The check of chat and prompt/completion rows carries `plain`, a quick test of rows that
+    are plainly right, which the whole-file scan runs first: a row it does not accept gets the
+    full check, which alone words the errors.
+    """
     if kind == "preferences":
         return check_pair
     if kind == "problems":
@@ -295,11 +593,50 @@ def row_check(kind: DatasetKindName) -> RowCheck:
             return [RowError(line, field, f"missing (a {kind} row needs {field!r})", "missing")]
         return check_conversation_row(line, row)
 
+    check.plain = _plain_chat if kind == "chat" else _plain_prompt_completion  # type: ignore[attr-defined]
     return check
 
 
+def _plain_chat(row: dict[str, object]) -> bool:
+    """A chat row that `check_conversation_row` accepts, tested fast: messages of exactly a
+    known role and non-blank text, one of them the assistant's. A message that is not a dict
+    of two keys fails by its length or by the KeyError or TypeError of reading it."""
+    messages = row.get("messages")
+    if type(messages) is not list or (len(row) > 1 and ("prompt" in row or "completion" in row)):
+        return False
+    assistant = False
+    try:
+        for message in messages:
+            if len(message) != 2:
+                return False
+            role, content = message["role"], message["content"]
+            if type(content) is not str or not content or content.isspace():
+                return False
+            if type(role) is not str or role not in _ROLES:
+                return False
+            if role == "assistant":
+                assistant = True
+    except (KeyError, TypeError):
+        return False
+    return assistant
+
+
+def _plain_prompt_completion(row: dict[str, object]) -> bool:
+    """A prompt/completion row that `check_conversation_row` accepts, tested fast."""
+    if "messages" in row:
+        return False
+    system = row.get("system")
+    if system is not None and not _text(system):
+        return False
+    return _text(row.get("prompt")) and _text(row.get("completion"))
+
+
+def _text(value: object) -> bool:
+    return type(value) is str and bool(value) and not value.isspace()
+
+
 def infer_kind(line: int, row: dict[str, object]) -> DatasetKindName:
-    """The kind that the fields of a row (the first) call for.
+    """The kind that the fields of a row (the first, once mapped) call for.
 
     Raises:
         UploadRejected: The fields fit no kind; the message says what each kind needs.
@@ -316,7 +653,7 @@ def infer_kind(line: int, row: dict[str, object]) -> DatasetKindName:
     found = ", ".join(f'"{k}"' for k in sorted(keys)[:20]) or "none"
     needs = "; ".join(f"{k} needs {fields}" for k, fields in KIND_FIELDS.items())
     message = f"cannot tell the dataset kind from the first row's fields ({found}): {needs}"
-    error = RowError(line, None, message + "; or give `kind`")
+    error = RowError(line, None, message + "; or give `kind`", "missing")
     raise UploadRejected(f"upload rejected: line {line}: {error.message}", [error], 1)
 
 
@@ -382,6 +719,8 @@ async def remove_dataset(platform: Platform, dataset_id: str) -> None:
         except IntegrityError as e:  # a job that reads it was created meanwhile
             raise ConflictError(f"dataset {dataset.id} was just taken by a new job") from e
     dataset_file(platform.settings, dataset.id).unlink(missing_ok=True)
+    for cached in platform.settings.datasets_dir.glob(f"{dataset.id}.stats.*.json"):
+        cached.unlink(missing_ok=True)  # statistics computed for the deleted rows
 
 
 async def _unfinished_users(session: AsyncSession, dataset_id: str) -> list[str]:

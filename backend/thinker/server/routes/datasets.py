@@ -1,25 +1,34 @@
-"""/api/datasets: upload, list, read, download and delete datasets (preview and statistics:
-dataset_insights.py)."""
+"""/api/datasets: upload (with a field mapping), detect, list, read, download and delete
+datasets (preview and statistics: dataset_insights.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 from collections.abc import Callable, Coroutine
+from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, HTTPException, Query, Request, Response, UploadFile
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 from starlette.types import Message, Receive
 
+from thinker.data import detect
 from thinker.data.formats import Format
 from thinker.server import datasets
-from thinker.server.datasets import MIB, DatasetKindName, UploadTooLarge, too_large_message
+from thinker.server.datasets import (
+    MIB,
+    DatasetKindName,
+    UploadTooLarge,
+    too_large_message,
+)
 from thinker.server.deps import PlatformDep, SessionDep, require_token
 
-# Room for the multipart headers and the `name` and `kind` fields around the file; the file
+# Room for the multipart headers and the form fields around the file; the file
 # itself is held to the exact limit as it is copied.
 FORM_OVERHEAD_BYTES = 64 * 1024
 
@@ -86,6 +95,11 @@ class DatasetPublic(BaseModel):
     sha256: str  # of the stored JSONL
     builtin: bool  # a shipped example
     created_at: datetime  # UTC (stored as epoch seconds)
+    version: int  # 1 for a dataset made from a file; n + 1 for a new version of version n
+    root_id: str | None  # the lineage's first version; None: this is it
+    parent_id: str | None  # the version this one was made from
+    mapping: dict[str, str] | None  # canonical field -> source expression applied; None: as is
+    origin: dict[str, Any] | None  # where the rows came from beyond an upload (an import)
 
 
 class DatasetJob(BaseModel):
@@ -105,16 +119,94 @@ class DatasetsPublic(BaseModel):
     count: int  # matching datasets in all, not just this page
 
 
-@router.post("", status_code=201)
+class ErrorPublic(BaseModel):
+    line: int  # the line (JSONL, CSV) or row (JSON, Parquet); 0 = the whole file
+    field: str | None
+    message: str
+    kind: str  # missing | wrong_type | empty | malformed_json | duplicate | ... (validation.py)
+
+
+class ValidationPublic(BaseModel):
+    kind: str | None  # what the rows were checked as; None = only what every row needs
+    mapping: dict[str, str]  # what was applied to every row
+    rows: int
+    error_count: int
+    error_counts: dict[str, int]  # by error kind
+    errors: list[ErrorPublic]  # the first 50, by line
+
+
+class DetectionBase(BaseModel):
+    format: Format
+    kind: DatasetKindName | None  # None = cannot tell
+    mapping: dict[str, str]  # proposed: canonical field -> source expression
+    fields: list[str]  # source fields, in first-seen order
+    suggestions: list[str]  # guesses to confirm, and why the file does not fit a kind
+    sample: list[dict[str, Any]]  # the first rows as read (at most 5)
+
+
+class DetectionPublic(DetectionBase):
+    validation: ValidationPublic  # the whole file under the given or proposed kind and mapping
+
+
+class UploadRejectedPublic(BaseModel):
+    detail: str
+    errors: list[ErrorPublic]  # the first 50, by line
+    error_count: int
+    error_counts: dict[str, int]  # by error kind
+    detection: DetectionBase | None = None  # set when a mapping or kind must be confirmed
+
+
+MappingForm = Annotated[
+    str | None, Form(description='JSON object, e.g. {"prompt": "question", "completion": "answer"}')
+]
+
+
+def _mapping(text: str | None) -> dict[str, str] | None:
+    """The `mapping` form field as a dict; its problems are a 422 like any form error."""
+    if text is None or not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise HTTPException(422, f"mapping is not JSON: {e.msg}") from e
+    if problems := detect.mapping_problems(value):
+        raise HTTPException(422, f"invalid mapping: {'; '.join(problems)}")
+    return value  # type: ignore[no-any-return]
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=DatasetPublic,
+    responses={422: {"model": UploadRejectedPublic, "description": "rejected rows or fields"}},
+)
 async def create_dataset(
     platform: PlatformDep,
     file: UploadFile,
     name: Annotated[str | None, Form(max_length=datasets.NAME_CHARS)] = None,
     kind: Annotated[DatasetKindName | None, Form()] = None,
-) -> DatasetPublic:
-    """Upload a JSONL, JSON, CSV or Parquet file as a dataset; every row is checked."""
-    dataset = await datasets.store_upload(platform, file.file, file.filename, name, kind)
+    mapping: MappingForm = None,
+) -> DatasetPublic | JSONResponse:
+    """Upload a JSONL, JSON, CSV or Parquet file as a dataset; every row is mapped and checked."""
+    fields = _mapping(mapping)
+    dataset = await datasets.store_upload(platform, file.file, file.filename, name, kind, fields)
     return DatasetPublic.model_validate(dataset)
+
+
+@router.post("/detect")
+async def detect_dataset(
+    platform: PlatformDep,
+    file: UploadFile,
+    kind: Annotated[DatasetKindName | None, Form()] = None,
+    mapping: MappingForm = None,
+) -> DetectionPublic:
+    """Detect a file's format, kind and field mapping, and validate it whole; stores nothing."""
+    fields = _mapping(mapping)
+    async with datasets.received(platform.settings, file.file) as raw:
+        found, checked = await asyncio.to_thread(
+            datasets.detect_and_validate, raw, file.filename, kind, fields, platform.settings
+        )
+    return DetectionPublic(**asdict(found), validation=ValidationPublic(**checked))
 
 
 @router.get("")
