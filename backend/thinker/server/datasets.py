@@ -28,7 +28,7 @@ import secrets
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, get_args
 
@@ -49,9 +49,9 @@ from thinker.data.validation import (
     ErrorSummary,
     RowError,
 )
-from thinker.errors import ConflictError, DatasetError, NotFoundError, ThinkerError
+from thinker.errors import ConfigError, ConflictError, DatasetError, NotFoundError, ThinkerError
 from thinker.server.settings import Settings
-from thinker.store import Dataset, Job, new_id, now
+from thinker.store import Dataset, Job, Model, new_id, now
 
 if TYPE_CHECKING:
     from thinker.server.platform import Platform
@@ -153,8 +153,10 @@ async def store_upload(
     name: str | None,
     kind: DatasetKindName | None,
     mapping: dict[str, str] | None = None,
+    parent_id: str | None = None,
 ) -> Dataset:
-    """Store an uploaded file as a dataset, every row checked; nothing is kept if it fails.
+    """Store an uploaded file as a dataset (with `parent_id`: the next version of that one),
+    every row checked; nothing is kept if it fails.
 
     Raises:
         UploadTooLarge: The file is over `max_upload_mb`.
@@ -163,7 +165,13 @@ async def store_upload(
     label = (filename or "upload")[:FILENAME_CHARS]
     async with received(platform.settings, file) as raw:
         return await store_file(
-            platform, raw, filename=label, name=name, kind=kind, mapping=mapping
+            platform,
+            raw,
+            filename=label,
+            name=name,
+            kind=kind,
+            mapping=mapping,
+            parent_id=parent_id,
         )
 
 
@@ -678,9 +686,82 @@ async def list_datasets(
 
 
 async def dataset_jobs(session: AsyncSession, dataset_id: str) -> list[Job]:
-    """The jobs whose main dataset it is, oldest first."""
-    query = select(Job).where(Job.dataset_id == dataset_id).order_by(Job.created_at)
+    """The jobs that read the dataset (as their dataset, or by an id in their config: an eval
+    set, an rlhf stage's data), oldest first."""
+    rows = (await session.scalars(select(Job).order_by(Job.created_at))).all()
+    return [j for j in rows if dataset_id in {j.dataset_id, *_ids_in(j.config)}]
+
+
+async def dataset_models(session: AsyncSession, dataset_id: str) -> list[Model]:
+    """The models trained on the dataset (their job's main dataset), oldest first."""
+    query = select(Model).where(Model.dataset_id == dataset_id).order_by(Model.created_at)
     return list((await session.scalars(query)).all())
+
+
+async def dataset_versions(session: AsyncSession, dataset: Dataset) -> list[Dataset]:
+    """Every version of the dataset's lineage, first to last."""
+    root = dataset.root_id or dataset.id
+    query = select(Dataset).where((Dataset.id == root) | (Dataset.root_id == root))
+    return list((await session.scalars(query.order_by(Dataset.version))).all())
+
+
+@dataclass
+class Edit:
+    """How a new version differs from its parent's stored rows (lines count from 1)."""
+
+    mapping: dict[str, str] = field(default_factory=dict)  # applied to every kept row
+    delete: set[int] = field(default_factory=set)
+    replace: dict[int, dict[str, Any]] = field(default_factory=dict)
+    append: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def new_version(
+    platform: Platform, parent_id: str, edit: Edit, name: str | None, kind: str | None
+) -> Dataset:
+    """A new version of `parent_id`: its stored rows with `edit` applied, checked like an
+    upload. The parent is never changed.
+
+    Raises:
+        NotFoundError: No such dataset.
+        ConfigError: An edit names a line the parent does not have.
+        ConflictError: The edit changes nothing.
+        UploadRejected: A resulting row is bad; nothing is stored.
+    """
+    async with platform.sessions() as session:
+        parent = await get_dataset(session, parent_id)
+    if not (edit.mapping or edit.delete or edit.replace or edit.append):
+        raise ConflictError(f"no change to dataset {parent.id} given; nothing stored")
+    bad = sorted(n for n in {*edit.delete, *edit.replace} if not 1 <= n <= parent.num_rows)
+    if bad:
+        raise ConfigError(f"lines {bad[:10]} are not in dataset {parent.id} (1..{parent.num_rows})")
+    temp = _temp_path(platform.settings)
+    try:
+        source = dataset_file(platform.settings, parent.id)
+        await asyncio.to_thread(_write_edited, source, temp, edit)
+        return await store_file(
+            platform,
+            temp,
+            filename=parent.filename,
+            name=name or parent.name,
+            kind=kind or parent.kind,
+            mapping=edit.mapping or None,
+            origin=parent.origin,
+            parent_id=parent.id,
+        )
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def _write_edited(source: Path, target: Path, edit: Edit) -> None:
+    """The parent's rows with lines deleted, replaced and appended (store_file maps them)."""
+    with open(source, "rb") as rows, open(target, "wb") as out:
+        for line, raw in enumerate(rows, start=1):
+            if line in edit.delete:
+                continue
+            replaced = edit.replace.get(line)
+            out.write(raw if replaced is None else orjson.dumps(replaced) + b"\n")
+        for row in edit.append:
+            out.write(orjson.dumps(row) + b"\n")
 
 
 async def preview_rows(path: Path, offset: int, limit: int) -> list[dict[str, object]]:

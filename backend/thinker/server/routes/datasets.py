@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, HTTPException, Query, Request, Response, UploadFile
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from starlette.types import Message, Receive
 
 from thinker.data import detect
@@ -110,8 +110,43 @@ class DatasetJob(BaseModel):
     state: str
 
 
+class DatasetModel(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str
+    job_id: str
+    step: int
+    lifecycle: str
+
+
+class DatasetVersion(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    version: int
+    num_rows: int
+    sha256: str
+    created_at: datetime
+
+
 class DatasetDetail(DatasetPublic):
-    jobs: list[DatasetJob]  # jobs whose dataset_id is this dataset, oldest first
+    jobs: list[DatasetJob]  # jobs that read this version (main, eval or stage data), oldest first
+    models: list[DatasetModel]  # models trained on this version, oldest first
+    versions: list[DatasetVersion]  # every version of its lineage, this one included
+
+
+class DatasetVersionCreate(BaseModel):
+    """How a new version differs from the one it is made from; lines count from 1."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, max_length=datasets.NAME_CHARS)  # default: the parent's
+    kind: DatasetKindName | None = None  # default: the parent's
+    mapping: dict[str, str] | None = None  # applied to every row (same language as uploads)
+    delete: list[int] = Field(default_factory=list, max_length=100_000)
+    replace: dict[int, dict[str, JsonValue]] = Field(default_factory=dict)
+    append: list[dict[str, JsonValue]] = Field(default_factory=list, max_length=100_000)
 
 
 class DatasetsPublic(BaseModel):
@@ -186,10 +221,29 @@ async def create_dataset(
     name: Annotated[str | None, Form(max_length=datasets.NAME_CHARS)] = None,
     kind: Annotated[DatasetKindName | None, Form()] = None,
     mapping: MappingForm = None,
+    parent_id: Annotated[str | None, Form(max_length=32)] = None,
 ) -> DatasetPublic | JSONResponse:
-    """Upload a JSONL, JSON, CSV or Parquet file as a dataset; every row is mapped and checked."""
+    """Upload a JSONL, JSON, CSV or Parquet file as a dataset (or, with `parent_id`, as the next
+    version of one); every row is mapped and checked."""
     fields = _mapping(mapping)
-    dataset = await datasets.store_upload(platform, file.file, file.filename, name, kind, fields)
+    dataset = await datasets.store_upload(
+        platform, file.file, file.filename, name, kind, fields, parent_id
+    )
+    return DatasetPublic.model_validate(dataset)
+
+
+@router.post("/{dataset_id}/versions", status_code=201)
+async def create_dataset_version(
+    platform: PlatformDep, dataset_id: str, body: DatasetVersionCreate
+) -> DatasetPublic:
+    """A new version of a dataset: its rows re-mapped or edited; the original never changes."""
+    edit = datasets.Edit(
+        mapping=body.mapping or {},
+        delete=set(body.delete),
+        replace=dict(body.replace),
+        append=list(body.append),
+    )
+    dataset = await datasets.new_version(platform, dataset_id, edit, body.name, body.kind)
     return DatasetPublic.model_validate(dataset)
 
 
@@ -223,10 +277,17 @@ async def read_datasets(
 
 @router.get("/{dataset_id}")
 async def read_dataset(session: SessionDep, dataset_id: str) -> DatasetDetail:
-    """One dataset, with the jobs that train on it."""
+    """One dataset version, with the jobs and models that used it and its other versions."""
     dataset = await datasets.get_dataset(session, dataset_id)
-    jobs = [DatasetJob.model_validate(j) for j in await datasets.dataset_jobs(session, dataset.id)]
-    return DatasetDetail(**DatasetPublic.model_validate(dataset).model_dump(), jobs=jobs)
+    jobs = await datasets.dataset_jobs(session, dataset.id)
+    models = await datasets.dataset_models(session, dataset.id)
+    versions = await datasets.dataset_versions(session, dataset)
+    return DatasetDetail(
+        **DatasetPublic.model_validate(dataset).model_dump(),
+        jobs=[DatasetJob.model_validate(j) for j in jobs],
+        models=[DatasetModel.model_validate(m) for m in models],
+        versions=[DatasetVersion.model_validate(v) for v in versions],
+    )
 
 
 @router.get("/{dataset_id}/download", response_class=FileResponse)
