@@ -275,3 +275,28 @@ def test_one_job_per_gpu_at_a_time(tmp_path: Path, database_url: str | None) -> 
             ]
             log = (settings.runs_dir / job_id / "worker.log").read_text()
             assert f"(CUDA_VISIBLE_DEVICES={device.removeprefix('cuda:')})" in log
+
+
+def test_an_rl_job_shows_its_rollouts(client: TestClient) -> None:
+    problems = add_dataset(client, EXAMPLES / "rl" / "train.jsonl", "problems")
+    config = {
+        "max_steps": 2,
+        "group_size": 4,
+        "groups_per_batch": 2,
+        "max_tokens": 4,
+        "eval_every": 0,
+        "save_every": 0,
+        "eval_fraction": 0.0,
+    }
+    job = client.post(
+        "/api/jobs", json={"algorithm": "rl", "dataset_id": problems, "config": config}
+    ).json()
+    wait_state(client, job["id"], ("succeeded",), timeout=180)
+    latest = client.get(f"/api/jobs/{job['id']}/rollouts").json()
+    assert latest["steps"] == [1, 2] and latest["step"] == 2
+    assert len(latest["data"]) == 2  # one record per prompt of the step
+    group = latest["data"][0]
+    assert len(group["completions"]) == len(group["rewards"]) == len(group["advantages"]) == 4
+    first = client.get(f"/api/jobs/{job['id']}/rollouts", params={"step": 1}).json()
+    assert first["step"] == 1 and first["data"] != []
+    assert client.get(f"/api/jobs/{job['id']}/rollouts", params={"step": 9}).status_code == 404

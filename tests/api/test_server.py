@@ -42,3 +42,22 @@ def test_cors_allows_only_the_configured_origins(client: TestClient) -> None:
     assert allowed.headers.get("access-control-allow-origin") == "http://localhost:5173"
     refused = client.options("/api/jobs", headers={**headers, "Origin": "http://evil.example"})
     assert "access-control-allow-origin" not in refused.headers
+
+
+def test_the_dashboard_is_served_with_its_client_routes(tmp_path, database_url) -> None:
+    from tests.api.conftest import make_settings
+
+    from thinker.server.app import create_app
+
+    dist = tmp_path / "dist"
+    (dist / "assets").mkdir(parents=True)
+    (dist / "index.html").write_text("<div id=root></div>")
+    (dist / "assets" / "app.js").write_text("console.log(1)")
+    settings = make_settings(tmp_path / "data", database_url, static_dir=dist)
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/").text == "<div id=root></div>"
+        assert client.get("/training/job_0123").text == "<div id=root></div>"  # a client route
+        assert client.get("/assets/app.js").text == "console.log(1)"
+        assert client.get("/assets/missing.js").status_code == 404
+        assert client.get("/api/health").json()["status"] == "ok"
+        assert client.get("/api/nope").status_code == 404

@@ -17,6 +17,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from thinker import __version__
 from thinker.errors import (
@@ -76,13 +77,27 @@ def create_app(settings: Settings | None = None) -> Any:
     _add_error_handlers(app)
     _add_routes(app)
     if settings.static_dir is not None and settings.static_dir.is_dir():
-        app.mount("/", StaticFiles(directory=settings.static_dir, html=True), name="dashboard")
+        app.mount("/", DashboardFiles(directory=settings.static_dir, html=True), name="dashboard")
     from thinker.server.events import register_socket_handlers
     from thinker.server.imports import register_import_handlers
 
     register_socket_handlers(sio, app)
     register_import_handlers(sio)
     return socketio.ASGIApp(sio, other_asgi_app=app, socketio_path="socket.io")
+
+
+class DashboardFiles(StaticFiles):
+    """The built dashboard; any other path that is not a file gets index.html, so that the
+    app's own routes (/training/job_..., /models) load on a reload or a shared link."""
+
+    async def get_response(self, path: str, scope: Any) -> Any:
+        try:
+            return await super().get_response(path, scope)
+        except StarletteHTTPException as e:
+            api = path.split("/", 1)[0] in ("api", "v1", "socket.io")
+            if e.status_code != 404 or api or "." in path.rsplit("/", 1)[-1]:
+                raise  # an unknown API path or a missing asset stays a 404
+            return await super().get_response("index.html", scope)
 
 
 def _operation_id(route: APIRoute) -> str:

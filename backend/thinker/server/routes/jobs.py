@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
+from thinker.errors import NotFoundError
 from thinker.jobs.events import read_events
 from thinker.jobs.worker import LOG_FILE
 from thinker.runs import CHECKPOINTS_FILE, METRICS_FILE, read_jsonl
@@ -113,6 +114,12 @@ class JobLogs(BaseModel):
 class JobEvents(BaseModel):
     data: list[dict[str, Any]]  # {"seq", "time", "type", "data"}
     last_seq: int
+
+
+class RolloutsPublic(BaseModel):
+    steps: list[int]  # the RL steps with rollouts on disk, ascending
+    step: int | None  # the step shown (default: the last)
+    data: list[dict[str, Any]]  # per problem: prompt, answer, completions, rewards, advantages
 
 
 class CheckpointsPublic(BaseModel):
@@ -254,6 +261,24 @@ async def read_job_checkpoints(job_id: str, platform: PlatformDep) -> Checkpoint
         staged = await asyncio.to_thread(read_jsonl, run_dir / stage / CHECKPOINTS_FILE)
         rows += [{**r, "stage": stage} for r in staged]
     return CheckpointsPublic(data=rows)
+
+
+@router.get("/{job_id}/rollouts")
+async def read_job_rollouts(
+    job_id: str, platform: PlatformDep, step: Annotated[int | None, Query(ge=1)] = None
+) -> RolloutsPublic:
+    """An RL job's rollouts of one step (default: the latest): each group's completions,
+    rewards and advantages."""
+    job = await platform.jobs.get(job_id)
+    run_dir = platform.jobs.run_dir(job_id)
+    directory = run_dir / ("rl" if job.algorithm == "rlhf" else "") / "rollouts"
+    files = {int(f.stem.removeprefix("step_")): f for f in directory.glob("step_*.jsonl")}
+    steps = sorted(files)
+    shown = step if step is not None else (steps[-1] if steps else None)
+    if shown is not None and shown not in files:
+        raise NotFoundError(f"job {job_id} has no rollouts for step {shown}")
+    rows = await asyncio.to_thread(read_jsonl, files[shown]) if shown is not None else []
+    return RolloutsPublic(steps=steps, step=shown, data=rows)
 
 
 def _read_text(path: Any) -> str:

@@ -1,0 +1,82 @@
+// The live stream of one job: joins its room with the last sequence number seen (so a
+// reconnect gets only what it missed), and feeds the query cache: the job, its metrics and
+// its log lines update as events arrive.
+import { useQueryClient } from '@tanstack/react-query'
+import { useEffect, useRef, useState } from 'react'
+import type { Schemas } from '../api/client'
+import { getSocket } from './socket'
+
+export interface JobEvent {
+  job_id: string
+  seq: number
+  time: number
+  type: string
+  data: Record<string, unknown>
+}
+
+type Job = Schemas['JobPublic']
+type MetricsPage = Schemas['MetricsPage']
+
+export function applyJobEvent(job: Job | undefined, event: JobEvent): Job | undefined {
+  if (!job) return job
+  const next: Job = { ...job, last_seq: event.seq }
+  const d = event.data
+  if (event.type === 'state' && typeof d.state === 'string') {
+    next.state = d.state as Job['state']
+    if (typeof d.reason === 'string') next.reason = d.reason
+  } else if (event.type === 'plan' && typeof d.total_steps === 'number') {
+    next.total_steps = d.total_steps
+  } else if (event.type === 'metrics' && typeof d.step === 'number') {
+    next.step = Math.max(job.step, d.step)
+  }
+  if (next.total_steps) next.progress = next.step / next.total_steps
+  return next
+}
+
+export function useJobEvents(jobId: string | undefined): { logs: string[]; connected: boolean } {
+  const client = useQueryClient()
+  const lastSeq = useRef(0)
+  const [logs, setLogs] = useState<string[]>([])
+  const [connected, setConnected] = useState(false)
+
+  useEffect(() => {
+    if (!jobId) return
+    const socket = getSocket()
+    lastSeq.current = 0
+    setLogs([])
+    const join = () => {
+      setConnected(true)
+      socket.emit('join_job', { job_id: jobId, after_seq: lastSeq.current })
+    }
+    const onEvent = (event: JobEvent) => {
+      if (event.job_id !== jobId || event.seq <= lastSeq.current) return
+      lastSeq.current = event.seq
+      client.setQueryData<Job>(['job', jobId], (job) => applyJobEvent(job, event))
+      if (event.type === 'metrics') {
+        const row = { step: event.data.step, time: event.time, ...(event.data.metrics as object) }
+        client.setQueryData<MetricsPage>(['job-metrics', jobId], (page) =>
+          page ? { ...page, data: [...page.data, row], count: page.count + 1 } : page,
+        )
+      } else if (event.type === 'log' && typeof event.data.line === 'string') {
+        const line = event.data.line
+        setLogs((old) => [...old.slice(-499), line])
+      } else if (event.type === 'checkpoint' || event.type === 'state') {
+        client.invalidateQueries({ queryKey: ['models'] })
+        client.invalidateQueries({ queryKey: ['jobs'] })
+      }
+    }
+    const onDisconnect = () => setConnected(false)
+    socket.on('connect', join)
+    socket.on('disconnect', onDisconnect)
+    socket.on('job_event', onEvent)
+    if (socket.connected) join()
+    return () => {
+      socket.emit('leave_job', { job_id: jobId })
+      socket.off('connect', join)
+      socket.off('disconnect', onDisconnect)
+      socket.off('job_event', onEvent)
+    }
+  }, [jobId, client])
+
+  return { logs, connected }
+}

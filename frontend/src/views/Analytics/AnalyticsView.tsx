@@ -1,0 +1,4 @@
+// (being written)
+export function AnalyticsView() {
+  return <h1 className="text-2xl font-semibold">Analytics</h1>
+}
