@@ -1,0 +1,39 @@
+import { describe, expect, test } from 'vitest'
+import type { Schemas } from '../api/client'
+import { applyJobEvent, type JobEvent } from './useJobEvents'
+
+const job = {
+  id: 'job_1', name: 'j', algorithm: 'sl', backend: 'local', base_model: 'thinker/tiny',
+  dataset_id: 'ds_1', config: {}, state: 'starting', reason: null, log_tail: null, priority: 0,
+  resource: 'cpu', device: null, step: 0, total_steps: null, progress: null, eta_s: null,
+  attempts: 1, last_seq: 2, heartbeat_at: null, created_at: '', started_at: null,
+  finished_at: null,
+} as Schemas['JobPublic']
+
+const event = (seq: number, type: string, data: Record<string, unknown>): JobEvent => ({
+  job_id: 'job_1', seq, time: 0, type, data,
+})
+
+describe('applyJobEvent', () => {
+  test('state, plan and metrics events update the cached job', () => {
+    let next = applyJobEvent(job, event(3, 'state', { state: 'running' }))
+    next = applyJobEvent(next, event(4, 'plan', { total_steps: 10, start_step: 0 }))
+    next = applyJobEvent(next, event(5, 'metrics', { step: 4, metrics: { loss: 1 } }))
+    expect(next).toMatchObject({ state: 'running', total_steps: 10, step: 4, last_seq: 5 })
+    expect(next?.progress).toBeCloseTo(0.4)
+  })
+
+  test('a failure keeps its reason', () => {
+    const failed = applyJobEvent(job, event(3, 'state', { state: 'failed', reason: 'boom' }))
+    expect(failed).toMatchObject({ state: 'failed', reason: 'boom' })
+  })
+
+  test('an older metrics step never moves progress back', () => {
+    const at5 = applyJobEvent({ ...job, step: 5 }, event(3, 'metrics', { step: 2, metrics: {} }))
+    expect(at5?.step).toBe(5)
+  })
+
+  test('nothing to update without a cached job', () => {
+    expect(applyJobEvent(undefined, event(3, 'state', { state: 'running' }))).toBeUndefined()
+  })
+})
