@@ -14,3 +14,6 @@ else
   echo "[test] no PostgreSQL server: its tests are skipped (THINKER_REQUIRE_POSTGRES=1 fails)" >&2
 fi
 python -m pytest -q -p no:cacheprovider "$@"
+if [ "$#" -eq 0 ]; then  # the whole suite: the dashboard's tests too
+  scripts/test_frontend.sh
+fi

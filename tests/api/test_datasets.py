@@ -216,7 +216,8 @@ def test_list_read_preview_download_delete(client: TestClient, settings: Setting
     assert (page["count"], [d["id"] for d in page["data"]]) == (2, [problems["id"]])
 
     read = client.get(f"/api/datasets/{problems['id']}").json()
-    assert read == {**problems, "jobs": []}
+    version = {k: problems[k] for k in ("id", "num_rows", "sha256", "created_at")}
+    assert read == {**problems, "jobs": [], "models": [], "versions": [{**version, "version": 1}]}
     created = datetime.fromisoformat(read["created_at"])
     assert created.utcoffset() is not None and created.utcoffset().total_seconds() == 0
     assert before - 1 <= created.timestamp() <= datetime.now(UTC).timestamp() + 1

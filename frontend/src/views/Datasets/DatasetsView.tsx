@@ -1,4 +1,17 @@
-// (being written)
+// /datasets and its nested routes: the list, upload, Hugging Face import and one dataset.
+import { Route, Routes } from 'react-router-dom'
+import { DatasetListPage } from './DatasetListPage'
+import { DatasetPage } from './DatasetPage'
+import { ImportPage } from './ImportPage'
+import { UploadPage } from './UploadPage'
+
 export function DatasetsView() {
-  return <h1 className="text-2xl font-semibold">Datasets</h1>
+  return (
+    <Routes>
+      <Route index element={<DatasetListPage />} />
+      <Route path="upload" element={<UploadPage />} />
+      <Route path="import" element={<ImportPage />} />
+      <Route path=":id" element={<DatasetPage />} />
+    </Routes>
+  )
 }
