@@ -111,18 +111,6 @@ class UploadRejected(DatasetError):
         self.error_counts = error_counts or dict(Counter(e.kind for e in errors))
         self.detection = asdict(detection) if detection is not None else None
 
-    def body(self) -> dict[str, object]:
-        """The JSON body of the 422 answer."""
-        body: dict[str, object] = {
-            "detail": str(self),
-            "errors": self.errors,
-            "error_count": self.error_count,
-            "error_counts": self.error_counts,
-        }
-        if self.detection is not None:
-            body["detection"] = self.detection
-        return body
-
 
 def error_json(error: RowError) -> dict[str, object]:
     return {"line": error.line, "field": error.field, "message": error.message, "kind": error.kind}

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, HTTPException, Query, Request, Response, UploadFile
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from starlette.types import Message, Receive
@@ -222,7 +222,7 @@ async def create_dataset(
     kind: Annotated[DatasetKindName | None, Form()] = None,
     mapping: MappingForm = None,
     parent_id: Annotated[str | None, Form(max_length=32)] = None,
-) -> DatasetPublic | JSONResponse:
+) -> DatasetPublic:
     """Upload a JSONL, JSON, CSV or Parquet file as a dataset (or, with `parent_id`, as the next
     version of one); every row is mapped and checked."""
     fields = _mapping(mapping)
