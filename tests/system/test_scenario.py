@@ -48,6 +48,16 @@ async def _watch_job(url: str, job_id: str, after_seq: int = 0) -> tuple[list[di
     return events, states
 
 
+async def _connects(url: str, origin: str) -> bool:
+    sio = socketio.AsyncClient()
+    try:
+        await sio.connect(url, transports=["websocket"], headers={"Origin": origin})
+    except socketio.exceptions.ConnectionError:
+        return False
+    await sio.disconnect()
+    return True
+
+
 def test_upload_train_watch_find_model_and_sample(tmp_path: Path, database_url: str | None) -> None:
     server = ServerProcess(tmp_path / "data", database_url).start()
     try:
@@ -79,6 +89,10 @@ def test_upload_train_watch_find_model_and_sample(tmp_path: Path, database_url: 
             job = client.get(f"/api/jobs/{job_id}").json()
             assert job["state"] == "succeeded" and job["step"] == 12 and job["progress"] == 1.0
             assert job["last_seq"] == seqs[-1]
+
+            # The dashboard's own origin may open a socket; a foreign one may not.
+            assert asyncio.run(_connects(server.url, server.url))
+            assert not asyncio.run(_connects(server.url, "http://evil.example"))
 
             # A client that reconnects after seq k gets exactly k+1..N.
             k = len(seqs) // 2

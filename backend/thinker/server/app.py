@@ -47,7 +47,7 @@ def create_app(settings: Settings | None = None) -> Any:
     """The FastAPI app wrapped in Socket.IO's ASGI app (the object to serve)."""
     settings = settings or Settings()
     sio = socketio.AsyncServer(
-        async_mode="asgi", cors_allowed_origins=list(settings.cors_origins), logger=False
+        async_mode="asgi", cors_allowed_origins=_origin_check(settings), logger=False
     )
 
     @asynccontextmanager
@@ -98,6 +98,18 @@ class DashboardFiles(StaticFiles):
             if e.status_code != 404 or api or "." in path.rsplit("/", 1)[-1]:
                 raise  # an unknown API path or a missing asset stays a 404
             return await super().get_response("index.html", scope)
+
+
+def _origin_check(settings: Settings) -> Any:
+    """Socket.IO accepts the page's own origin (the dashboard the server serves) and the
+    configured ones; a list alone would refuse the server's own pages."""
+    allowed = set(settings.cors_origins)
+
+    def check(origin: str | None, environ: dict[str, Any]) -> bool:
+        scheme, host = environ.get("wsgi.url_scheme", "http"), environ.get("HTTP_HOST")
+        return origin in allowed or (host is not None and origin == f"{scheme}://{host}")
+
+    return check
 
 
 def _operation_id(route: APIRoute) -> str:

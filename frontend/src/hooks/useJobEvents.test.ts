@@ -28,9 +28,10 @@ describe('applyJobEvent', () => {
     expect(failed).toMatchObject({ state: 'failed', reason: 'boom' })
   })
 
-  test('an older metrics step never moves progress back', () => {
-    const at5 = applyJobEvent({ ...job, step: 5 }, event(3, 'metrics', { step: 2, metrics: {} }))
-    expect(at5?.step).toBe(5)
+  test('a new stage (or a resume) starts its own count of steps', () => {
+    const rlhf = { ...job, step: 30, total_steps: 30 }
+    const next = applyJobEvent(rlhf, event(3, 'plan', { total_steps: 20, start_step: 0 }))
+    expect(next).toMatchObject({ step: 0, total_steps: 20, progress: 0 })
   })
 
   test('nothing to update without a cached job', () => {

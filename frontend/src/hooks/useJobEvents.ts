@@ -25,9 +25,11 @@ export function applyJobEvent(job: Job | undefined, event: JobEvent): Job | unde
     next.state = d.state as Job['state']
     if (typeof d.reason === 'string') next.reason = d.reason
   } else if (event.type === 'plan' && typeof d.total_steps === 'number') {
+    // Each start (and each RLHF stage) plans its own steps, from where it resumes.
     next.total_steps = d.total_steps
+    if (typeof d.start_step === 'number') next.step = d.start_step
   } else if (event.type === 'metrics' && typeof d.step === 'number') {
-    next.step = Math.max(job.step, d.step)
+    next.step = d.step
   }
   if (next.total_steps) next.progress = next.step / next.total_steps
   return next
@@ -42,7 +44,8 @@ export function useJobEvents(jobId: string | undefined): { logs: string[]; conne
   useEffect(() => {
     if (!jobId) return
     const socket = getSocket()
-    lastSeq.current = 0
+    // The page fetched the job and its metrics already; start the stream after what they hold.
+    lastSeq.current = client.getQueryData<Job>(['job', jobId])?.last_seq ?? 0
     setLogs([])
     const join = () => {
       setConnected(true)
@@ -53,7 +56,13 @@ export function useJobEvents(jobId: string | undefined): { logs: string[]; conne
       lastSeq.current = event.seq
       client.setQueryData<Job>(['job', jobId], (job) => applyJobEvent(job, event))
       if (event.type === 'metrics') {
-        const row = { step: event.data.step, time: event.time, ...(event.data.metrics as object) }
+        const stage = typeof event.data.stage === 'string' ? { stage: event.data.stage } : {}
+        const row = {
+          step: event.data.step,
+          time: event.time,
+          ...stage,
+          ...(event.data.metrics as object),
+        }
         client.setQueryData<MetricsPage>(['job-metrics', jobId], (page) =>
           page ? { ...page, data: [...page.data, row], count: page.count + 1 } : page,
         )

@@ -2,6 +2,7 @@
 import { useQuery } from '@tanstack/react-query'
 import { NavLink, Outlet } from 'react-router-dom'
 import { api, unwrap } from '../../api/client'
+import { OnboardingTour } from '../Onboarding/OnboardingTour'
 
 const VIEWS = [
   { to: '/training', label: 'Training' },
@@ -57,6 +58,7 @@ export function Layout() {
       <main className="min-w-0 flex-1 overflow-y-auto p-8">
         <Outlet />
       </main>
+      <OnboardingTour />
     </div>
   )
 }

@@ -1,4 +1,13 @@
-// (being written)
+// /models and its nested routes: the library and one model.
+import { Route, Routes } from 'react-router-dom'
+import { ModelListPage } from './ModelListPage'
+import { ModelPage } from './ModelPage'
+
 export function ModelsView() {
-  return <h1 className="text-2xl font-semibold">Models</h1>
+  return (
+    <Routes>
+      <Route index element={<ModelListPage />} />
+      <Route path=":id" element={<ModelPage />} />
+    </Routes>
+  )
 }

@@ -1,4 +1,102 @@
-// (being written)
+// The playground: chat, code review and A/B comparison against any base or trained model,
+// with feedback saved as training data. ?model=<id> preselects; ?a=<id>&b=<id> opens A/B.
+import { useState } from 'react'
+import { Link, useSearchParams } from 'react-router-dom'
+import { ErrorState, Loading } from '../../components/common/States'
+import { ABPanel } from '../../components/Playground/ABPanel'
+import { ChatPanel } from '../../components/Playground/ChatPanel'
+import { CodeReviewPanel } from '../../components/Playground/CodeReviewPanel'
+import type { FeedbackRow } from '../../components/Playground/feedback'
+import { FeedbackSaver } from '../../components/Playground/FeedbackSaver'
+import { ModelPicker } from '../../components/Playground/ModelPicker'
+import { useModelOptions, type ModelOption } from '../../components/Playground/models'
+import { DEFAULT_SAMPLING, SamplingControls, type SamplingParams } from '../../components/Playground/SamplingControls'
+
+type Mode = 'chat' | 'review' | 'ab'
+const MODES: { id: Mode; label: string }[] = [
+  { id: 'chat', label: 'Chat' },
+  { id: 'review', label: 'Code review' },
+  { id: 'ab', label: 'A/B compare' },
+]
+
+/** The model to start with: the URL's, else the newest trained model, else the tiny built-in. */
+function defaultModel(options: ModelOption[]): string {
+  return options.find((o) => !o.builtin)?.id ?? options.find((o) => o.id === 'thinker/tiny')?.id ?? options[0]?.id ?? ''
+}
+
 export function PlaygroundView() {
-  return <h1 className="text-2xl font-semibold">Playground</h1>
+  const models = useModelOptions()
+  return (
+    <div className="mx-auto flex max-w-7xl flex-col gap-6">
+      <header>
+        <h1 className="text-2xl font-semibold text-neutral-100">Playground</h1>
+        <p className="mt-1 text-sm text-neutral-400">
+          Talk to a base model or any trained adapter, review code, compare two models side by side —
+          and turn every good, bad or corrected answer into training data.
+        </p>
+      </header>
+      {models.isPending ? (
+        <Loading what="models" />
+      ) : models.isError ? (
+        <ErrorState error={models.error} what="the models" />
+      ) : (
+        <Workbench options={models.data} />
+      )}
+    </div>
+  )
+}
+
+function Workbench({ options }: { options: ModelOption[] }) {
+  const [params, setParams] = useSearchParams()
+  const fallback = defaultModel(options)
+  const [mode, setMode] = useState<Mode>(params.get('a') || params.get('b') ? 'ab' : 'chat')
+  const [model, setModel] = useState(params.get('model') ?? fallback)
+  const [a, setA] = useState(params.get('a') ?? params.get('model') ?? fallback)
+  const [b, setB] = useState(params.get('b') ?? options.find((o) => o.id === a)?.model?.base_model ?? 'thinker/tiny')
+  const [sampling, setSampling] = useState<SamplingParams>(DEFAULT_SAMPLING)
+  const [pending, setPending] = useState<FeedbackRow | null>(null)
+  const label = (id: string) => options.find((o) => o.id === id)?.label ?? id
+  // The URL follows the choice, so a comparison can be linked or reloaded.
+  const syncUrl = (next: Record<string, string>) => setParams(next, { replace: true })
+  const hasTrained = options.some((o) => !o.builtin)
+
+  return (
+    <>
+      <div className="flex items-center gap-1 self-start rounded-2xl border border-ink-700 bg-ink-900 p-1" role="tablist">
+        {MODES.map((m) => (
+          <button key={m.id} role="tab" aria-selected={mode === m.id}
+            className={`rounded-xl px-4 py-1.5 text-sm transition ${mode === m.id ? 'bg-ink-700 text-accent shadow-[0_0_12px_rgba(14,165,233,0.2)]' : 'text-neutral-400 hover:text-neutral-100'}`}
+            onClick={() => { setMode(m.id); syncUrl(m.id === 'ab' ? { a, b } : { model }) }}>
+            {m.label}
+          </button>
+        ))}
+      </div>
+      <div className="grid grid-cols-[minmax(0,1fr)_280px] gap-6">
+        <section className="min-w-0">
+          {mode === 'chat' && <ChatPanel model={model} modelLabel={label} params={sampling} onSave={setPending} />}
+          {mode === 'review' && <CodeReviewPanel model={model} modelLabel={label} params={sampling} onSave={setPending} />}
+          {mode === 'ab' && <ABPanel a={a} b={b} modelLabel={label} params={sampling} onSave={setPending} />}
+        </section>
+        <aside className="card flex h-fit flex-col gap-5">
+          {mode === 'ab' ? (
+            <>
+              <ModelPicker label="Model A" value={a} options={options} testId="model-a" onChange={(id) => { setA(id); syncUrl({ a: id, b }) }} />
+              <ModelPicker label="Model B" value={b} options={options} testId="model-b" onChange={(id) => { setB(id); syncUrl({ a, b: id }) }} />
+            </>
+          ) : (
+            <ModelPicker label="Model" value={model} options={options} testId="model" onChange={(id) => { setModel(id); syncUrl({ model: id }) }} />
+          )}
+          {!hasTrained && (
+            <p className="text-xs text-neutral-500">
+              Only base models so far. <Link className="text-accent hover:underline" to="/training">Train a job</Link> to
+              sample your own adapter here.
+            </p>
+          )}
+          <div className="border-t border-ink-700" />
+          <SamplingControls value={sampling} onChange={setSampling} />
+        </aside>
+      </div>
+      {pending && <FeedbackSaver row={pending} onClose={() => setPending(null)} />}
+    </>
+  )
 }

@@ -1,0 +1,171 @@
+// The four algorithms as users meet them: what they are, when to pick them, their data, their
+// loss, the dataset kinds the server accepts for them (jobs/spec.py KINDS), and the key
+// hyperparameters with the server's defaults (algorithms/*_config.py).
+import type { Schemas } from '../../api/client'
+
+export type Algorithm = Schemas['JobCreate']['algorithm']
+export type DatasetKind = Schemas['DatasetPublic']['kind']
+
+export interface AlgorithmInfo {
+  id: Algorithm
+  name: string
+  short: string
+  what: string
+  when: string
+  example: string
+  loss: string
+  /** The goal as the wizard phrases it. */
+  goal: string
+}
+
+export const ALGORITHMS: AlgorithmInfo[] = [
+  {
+    id: 'sl',
+    name: 'Supervised learning',
+    short: 'SL',
+    goal: 'Teach a format or the right answers',
+    what: 'Learns from examples of the right output: each example raises the probability of its answer, token by token.',
+    when: 'You can write (or generate) good outputs for your prompts. Also the cheap first stage before RL or DPO.',
+    example: '{"messages": [{"role": "user", "content": "3+4"}, {"role": "assistant", "content": "7"}]}',
+    loss: 'Cross-entropy (negative log-likelihood) of the trained tokens.',
+  },
+  {
+    id: 'dpo',
+    name: 'Direct preference optimization',
+    short: 'DPO',
+    goal: 'Prefer one answer over another',
+    what: 'Learns from pairs "chosen is better than rejected", against a frozen copy of the starting weights — no reward model, no sampling.',
+    when: 'You have preference pairs and want one simple run. Works best on a model that already answers in the right format.',
+    example: '{"prompt": "3+4", "chosen": "7", "rejected": "maybe 8?"}',
+    loss: '−log σ(β·(chosen log-ratio − rejected log-ratio)), the Bradley–Terry preference loss.',
+  },
+  {
+    id: 'rl',
+    name: 'Reinforcement learning',
+    short: 'RL',
+    goal: 'Reward a checkable outcome',
+    what: 'Samples several completions per prompt, scores them with a reward (a reference answer, unit tests, a pattern, your function) and reinforces the better ones.',
+    when: 'A program can check an answer but you have no perfect demonstrations. Warm-start with SL if the model almost never scores.',
+    example: '{"prompt": "What is 3+4?", "answer": "7"}',
+    loss: 'Policy gradient (importance sampling / PPO) on advantage = reward − group mean.',
+  },
+  {
+    id: 'rlhf',
+    name: 'RL from human feedback',
+    short: 'RLHF',
+    goal: 'Learn a judge, then RL against it',
+    what: 'Three runs: SL on demonstrations, a reward model (a judge) trained on preference pairs, then RL from the SL weights with the judge as reward.',
+    when: 'Humans can judge answers but no program can, and you want the policy to keep improving on prompts nobody labelled.',
+    example: 'demonstrations (chat) + pairs {"prompt", "chosen", "rejected"} + prompts {"prompt", "reference"}',
+    loss: 'Cross-entropy (SL and judge), then policy gradient with the judge\'s win probability as reward.',
+  },
+]
+
+export const ALGORITHM_BY_ID = Object.fromEntries(ALGORITHMS.map((a) => [a.id, a])) as Record<
+  Algorithm,
+  AlgorithmInfo
+>
+
+/** The dataset kinds each algorithm trains on; RLHF's three datasets by stage. */
+export const KINDS: Record<Algorithm, DatasetKind[]> = {
+  sl: ['chat', 'prompt_completion'],
+  dpo: ['preferences'],
+  rl: ['problems'],
+  rlhf: ['chat', 'prompt_completion'],
+}
+export const RLHF_KINDS = {
+  sl: ['chat', 'prompt_completion'] as DatasetKind[],
+  rm: ['preferences'] as DatasetKind[],
+  rl: ['problems'] as DatasetKind[],
+}
+
+export interface ParamSpec {
+  key: string
+  label: string
+  /** The server's default; null = unset (e.g. max_steps: derived from num_epochs). */
+  default: number | string | null
+  type: 'number' | 'select'
+  options?: string[]
+  help: string
+}
+
+const LR = (d: number, help: string): ParamSpec => ({
+  key: 'learning_rate', label: 'Learning rate', default: d, type: 'number', help,
+})
+const RANK: ParamSpec = {
+  key: 'lora_rank', label: 'LoRA rank', default: 32, type: 'number',
+  help: 'Adapter capacity; 32 suits most datasets.',
+}
+const SCHEDULE = (d: string): ParamSpec => ({
+  key: 'lr_schedule', label: 'LR schedule', default: d, type: 'select',
+  options: ['linear', 'cosine', 'constant'], help: 'How the learning rate changes over the run.',
+})
+const EVERY = (key: 'eval_every' | 'save_every', d: number): ParamSpec => ({
+  key, label: key === 'eval_every' ? 'Eval every' : 'Save every', default: d, type: 'number',
+  help: key === 'eval_every'
+    ? 'Steps between held-out evaluations (0 = only at the end).'
+    : 'Steps between checkpoints; each becomes a model (0 = only at the end).',
+})
+
+export const PARAMS: Record<Algorithm, ParamSpec[]> = {
+  sl: [
+    LR(1e-4, 'LoRA wants ~10× the full fine-tuning rate; halve it if the loss swings.'),
+    { key: 'batch_size', label: 'Batch size', default: 16, type: 'number', help: 'Examples per step.' },
+    { key: 'num_epochs', label: 'Epochs', default: 1, type: 'number', help: 'Passes over the data (ignored when max steps is set).' },
+    { key: 'max_steps', label: 'Max steps', default: null, type: 'number', help: 'Empty = epochs × examples ÷ batch size.' },
+    RANK,
+    SCHEDULE('linear'),
+    { key: 'max_length', label: 'Max length', default: 1024, type: 'number', help: 'Tokens per example; longer ones are cut at the end.' },
+    EVERY('eval_every', 10),
+    EVERY('save_every', 20),
+  ],
+  dpo: [
+    LR(1e-5, 'The cookbook DPO default; too high erases what the model knew.'),
+    { key: 'beta', label: 'Beta', default: 0.1, type: 'number', help: 'Pull towards the reference: higher stays closer.' },
+    { key: 'batch_size', label: 'Batch size', default: 16, type: 'number', help: 'Pairs per step.' },
+    { key: 'num_epochs', label: 'Epochs', default: 1, type: 'number', help: 'Passes over the pairs.' },
+    { key: 'max_steps', label: 'Max steps', default: null, type: 'number', help: 'Empty = epochs × pairs ÷ batch size.' },
+    RANK,
+    EVERY('eval_every', 10),
+    EVERY('save_every', 20),
+  ],
+  rl: [
+    LR(1e-4, 'Real models: 1e-5 – 4e-5.'),
+    { key: 'group_size', label: 'Group size', default: 8, type: 'number', help: 'Completions sampled per prompt.' },
+    { key: 'groups_per_batch', label: 'Groups per batch', default: 8, type: 'number', help: 'Prompts per step.' },
+    { key: 'max_steps', label: 'Max steps', default: 20, type: 'number', help: 'RL steps.' },
+    { key: 'max_tokens', label: 'Max tokens', default: 32, type: 'number', help: 'Per completion; above the longest good answer.' },
+    { key: 'temperature', label: 'Temperature', default: 1.0, type: 'number', help: 'Must leave room to explore.' },
+    { key: 'loss_fn', label: 'Loss', default: 'importance_sampling', type: 'select', options: ['importance_sampling', 'ppo', 'cispo', 'dro'], help: 'Policy-gradient loss.' },
+    { key: 'kl_coef', label: 'KL coefficient', default: 0, type: 'number', help: 'Penalty on drifting from the base model (0 = off).' },
+    RANK,
+    EVERY('eval_every', 5),
+    EVERY('save_every', 10),
+  ],
+  rlhf: [RANK],
+}
+
+/** Stage settings the RLHF form exposes; the rest go in the JSON editor. */
+export const RLHF_STAGE_PARAMS: Record<'sl' | 'rm' | 'rl', ParamSpec[]> = {
+  sl: [
+    LR(1e-4, 'SL stage learning rate.'),
+    { key: 'batch_size', label: 'Batch size', default: 16, type: 'number', help: 'Demonstrations per step.' },
+    { key: 'max_steps', label: 'Max steps', default: null, type: 'number', help: 'Empty = one epoch.' },
+  ],
+  rm: [
+    LR(1e-4, 'Judge learning rate (cookbook: 3e-4).'),
+    { key: 'batch_size', label: 'Batch size', default: 16, type: 'number', help: 'Pairs per step (each in both orders).' },
+    { key: 'max_steps', label: 'Max steps', default: null, type: 'number', help: 'Empty = one epoch.' },
+  ],
+  rl: [
+    LR(1e-4, 'RL stage learning rate (cookbook RLHF: 1e-5).'),
+    { key: 'group_size', label: 'Group size', default: 8, type: 'number', help: 'Judge calls grow as n²: the cookbook uses 4.' },
+    { key: 'groups_per_batch', label: 'Groups per batch', default: 8, type: 'number', help: 'Prompts per step.' },
+    { key: 'max_steps', label: 'Max steps', default: 20, type: 'number', help: 'RL steps.' },
+  ],
+}
+
+/** Built-in base models: GET /v1/models ids that start with thinker/. */
+export function builtinModels(ids: readonly string[]): string[] {
+  return ids.filter((id) => id.startsWith('thinker/'))
+}

@@ -1,0 +1,186 @@
+// Server state of the Training view. Cache keys line up with the shared live hooks:
+// ['job', id] and ['job-metrics', id] are patched by useJobEvents; anything under ['jobs'] is
+// invalidated by useJobListEvents and by checkpoint/state events, which is why a job's
+// checkpoints and rollouts live under ['jobs', id, ...].
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
+import { api, unwrap, type Schemas } from '../../api/client'
+
+export type Job = Schemas['JobPublic']
+export type JobState = Job['state']
+export type MetricsPage = Schemas['MetricsPage']
+
+export const ACTIVE: readonly JobState[] = ['queued', 'starting', 'running']
+export const isActive = (state: JobState | undefined) => !!state && ACTIVE.includes(state)
+
+export function useJobs(state: JobState | 'all') {
+  return useQuery({
+    queryKey: ['jobs', 'list', state],
+    queryFn: async () =>
+      unwrap(
+        await api.GET('/api/jobs', {
+          params: { query: { limit: 200, ...(state === 'all' ? {} : { state }) } },
+        }),
+      ),
+    // Steps and ETA change without a state event, so poll while something is training.
+    refetchInterval: (q) => (q.state.data?.data.some((j) => isActive(j.state)) ? 3_000 : false),
+  })
+}
+
+export function useJob(jobId: string) {
+  return useQuery({
+    queryKey: ['job', jobId],
+    queryFn: async () => unwrap(await api.GET('/api/jobs/{job_id}', { params: { path: { job_id: jobId } } })),
+    // ETA is computed by the server; refresh it now and then, the socket does the rest.
+    refetchInterval: (q) => (isActive(q.state.data?.state) ? 5_000 : false),
+  })
+}
+
+/** Every metrics row, all pages merged into one page (the shape useJobEvents appends to). */
+export async function fetchAllMetrics(jobId: string): Promise<MetricsPage> {
+  const data: MetricsPage['data'] = []
+  let offset: number | null = 0
+  while (offset !== null) {
+    const page: MetricsPage = unwrap(
+      await api.GET('/api/jobs/{job_id}/metrics', {
+        params: { path: { job_id: jobId }, query: { offset, limit: 1000 } },
+      }),
+    )
+    data.push(...page.data)
+    offset = page.next_offset ?? null
+    if (page.data.length === 0) break
+  }
+  return { data, count: data.length, next_offset: null }
+}
+
+/** `poll` for pages without a socket (the job list); the job page gets live events instead. */
+export function useJobMetrics(jobId: string, poll = false) {
+  return useQuery({
+    queryKey: ['job-metrics', jobId],
+    queryFn: () => fetchAllMetrics(jobId),
+    refetchInterval: poll ? 4_000 : false,
+    staleTime: poll ? 2_000 : Infinity,
+  })
+}
+
+export function useJobLogs(jobId: string) {
+  return useQuery({
+    queryKey: ['job-logs', jobId],
+    queryFn: async () =>
+      unwrap(await api.GET('/api/jobs/{job_id}/logs', { params: { path: { job_id: jobId }, query: { tail: 200 } } })),
+    staleTime: Infinity,
+  })
+}
+
+export function useCheckpoints(jobId: string) {
+  return useQuery({
+    queryKey: ['jobs', jobId, 'checkpoints'],
+    queryFn: async () =>
+      unwrap(await api.GET('/api/jobs/{job_id}/checkpoints', { params: { path: { job_id: jobId } } })),
+  })
+}
+
+export function useJobModels(jobId: string) {
+  return useQuery({
+    queryKey: ['models', 'job', jobId],
+    queryFn: async () => unwrap(await api.GET('/api/models', { params: { query: { job_id: jobId, limit: 500 } } })),
+  })
+}
+
+export function useRollouts(jobId: string, step: number | null, live: boolean) {
+  return useQuery({
+    queryKey: ['jobs', jobId, 'rollouts', step],
+    queryFn: async () =>
+      unwrap(
+        await api.GET('/api/jobs/{job_id}/rollouts', {
+          params: { path: { job_id: jobId }, query: step === null ? {} : { step } },
+        }),
+      ),
+    refetchInterval: live && step === null ? 5_000 : false,
+  })
+}
+
+export function useDatasets() {
+  return useQuery({
+    queryKey: ['datasets'],
+    queryFn: async () => unwrap(await api.GET('/api/datasets', { params: { query: { limit: 500 } } })),
+  })
+}
+
+export function useBaseModels() {
+  return useQuery({
+    queryKey: ['v1-models'],
+    // The OpenAI-style list is untyped in the schema: keep only the ids.
+    queryFn: async (): Promise<string[]> => {
+      const body = unwrap(await api.GET('/v1/models')) as { data?: { id?: unknown }[] }
+      return (body.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string')
+    },
+    staleTime: 60_000,
+  })
+}
+
+export type JobAction = 'pause' | 'resume' | 'cancel'
+
+export function useJobAction(jobId: string) {
+  const client = useQueryClient()
+  return useMutation({
+    mutationFn: async (action: JobAction) => {
+      const opts = { params: { path: { job_id: jobId } } }
+      const result =
+        action === 'pause'
+          ? await api.POST('/api/jobs/{job_id}/pause', opts)
+          : action === 'resume'
+            ? await api.POST('/api/jobs/{job_id}/resume', opts)
+            : await api.POST('/api/jobs/{job_id}/cancel', opts)
+      return unwrap(result)
+    },
+    onSuccess: (job) => {
+      client.setQueryData(['job', jobId], job)
+      client.invalidateQueries({ queryKey: ['jobs'] })
+    },
+  })
+}
+
+/** A refused job: the server's `problems`, one per field. */
+export interface CreateJobError extends Error {
+  problems: string[]
+}
+
+export function useCreateJob() {
+  const client = useQueryClient()
+  return useMutation({
+    mutationFn: async (body: Schemas['JobCreate']) => {
+      const result = await api.POST('/api/jobs', {
+        body,
+        // One key per submit: a double click or a retry cannot queue the job twice.
+        params: { header: { 'idempotency-key': crypto.randomUUID() } },
+      })
+      if (result.error !== undefined) {
+        const err = new Error(errorDetail(result.error)) as CreateJobError
+        err.problems = problemsOf(result.error)
+        throw err
+      }
+      return unwrap(result)
+    },
+    onSuccess: (job) => {
+      client.setQueryData(['job', job.id], job)
+      client.invalidateQueries({ queryKey: ['jobs'] })
+    },
+  })
+}
+
+function errorDetail(body: unknown): string {
+  const detail = (body as { detail?: unknown } | null)?.detail
+  return typeof detail === 'string' ? detail : 'the server refused the job'
+}
+
+/** 422 bodies: {"detail": "invalid job", "problems": [...]} or FastAPI's validation list. */
+export function problemsOf(body: unknown): string[] {
+  const b = body as { problems?: unknown; detail?: unknown } | null
+  if (Array.isArray(b?.problems)) return b.problems.map(String)
+  if (Array.isArray(b?.detail)) {
+    return b.detail.map((d: { loc?: unknown[]; msg?: string }) =>
+      `${(d.loc ?? []).filter((x) => x !== 'body').join('.')}: ${d.msg ?? ''}`,
+    )
+  }
+  return []
+}

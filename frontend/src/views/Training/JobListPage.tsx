@@ -1,0 +1,111 @@
+// /training: every job, newest first, live (jobs room + polling while something trains).
+import { useState } from 'react'
+import { Link } from 'react-router-dom'
+import { Empty, ErrorState, Loading, ProgressBar, StatusLed } from '../../components/common/States'
+import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
+import { ALGORITHM_BY_ID, type Algorithm } from '../../components/Training/algorithms'
+import { useJobs, type Job, type JobState } from '../../components/Training/queries'
+import { JobSparkline } from '../../components/Training/Sparkline'
+import { Tabs } from '../../components/Training/ui'
+import { formatDuration } from '../../components/Training/wizardLogic'
+import { useJobListEvents } from '../../hooks/useJobList'
+
+const FILTERS: { id: JobState | 'all'; label: string }[] = [
+  { id: 'all', label: 'All' },
+  { id: 'running', label: 'Running' },
+  { id: 'queued', label: 'Queued' },
+  { id: 'paused', label: 'Paused' },
+  { id: 'succeeded', label: 'Succeeded' },
+  { id: 'failed', label: 'Failed' },
+  { id: 'interrupted', label: 'Interrupted' },
+  { id: 'cancelled', label: 'Cancelled' },
+]
+
+function JobRow({ job }: { job: Job }) {
+  const algo = ALGORITHM_BY_ID[job.algorithm as Algorithm]
+  const total = job.total_steps
+  return (
+    <li>
+      <Link
+        to={`/training/${job.id}`}
+        className="grid grid-cols-[7.5rem_minmax(0,1.6fr)_minmax(0,1.4fr)_minmax(0,1.2fr)_10rem] items-center gap-4 rounded-xl border border-transparent px-4 py-3 transition hover:border-ink-600 hover:bg-ink-800/60"
+      >
+        <StatusLed state={job.state} />
+        <div className="min-w-0">
+          <div className="truncate font-medium text-neutral-100">{job.name}</div>
+          <div className="truncate text-xs text-neutral-500">
+            <span className="text-accent" title={algo?.name}>{algo?.short ?? job.algorithm}</span> · {job.base_model}
+            {job.backend === 'tinker' && ' · Tinker'}
+          </div>
+        </div>
+        <div className="min-w-0">
+          <ProgressBar value={job.progress ?? (job.state === 'succeeded' ? 1 : 0)} />
+          <div className="mt-1 flex justify-between text-xs text-neutral-500">
+            <span className="font-mono">
+              {job.step}/{total ?? '?'}
+            </span>
+            <span>
+              {job.state === 'running' && job.eta_s !== null
+                ? `ETA ${formatDuration(job.eta_s)}`
+                : job.state === 'failed'
+                  ? <span className="text-bad">{job.reason ? 'failed: see why' : 'failed'}</span>
+                  : job.state === 'queued' ? 'waiting for a slot' : ''}
+            </span>
+          </div>
+        </div>
+        <JobSparkline job={job} />
+        <div className="text-right text-xs text-neutral-500">{new Date(job.created_at).toLocaleString()}</div>
+      </Link>
+    </li>
+  )
+}
+
+export function JobListPage() {
+  useJobListEvents()
+  const [filter, setFilter] = useState<JobState | 'all'>('all')
+  const jobs = useJobs(filter)
+  return (
+    <div className="mx-auto flex max-w-7xl flex-col gap-6">
+      <header className="flex flex-wrap items-end justify-between gap-4">
+        <div>
+          <h1 className="text-2xl font-semibold text-neutral-100">Training</h1>
+          <p className="text-sm text-neutral-400">Jobs train a LoRA adapter on a dataset; every checkpoint becomes a model.</p>
+        </div>
+        <div className="flex flex-wrap gap-2">
+          <AlgorithmInfoButton />
+          <Link to="/training/new" className="btn-ghost">New job (advanced)</Link>
+          <Link to="/training/wizard" className="btn-cta">Start with the wizard</Link>
+        </div>
+      </header>
+      <Tabs tabs={FILTERS} value={filter} onChange={setFilter} />
+      {jobs.isLoading ? (
+        <Loading what="jobs" />
+      ) : jobs.isError ? (
+        <ErrorState error={jobs.error} what="jobs" />
+      ) : !jobs.data?.data.length ? (
+        filter === 'all' ? (
+          <Empty
+            title="No training jobs yet"
+            next={
+              <div className="flex flex-col gap-3">
+                <span>Start with the wizard: pick a goal, a dataset and sensible defaults, and watch the model train live. Example datasets are already registered.</span>
+                <Link to="/training/wizard" className="btn-cta self-start">Start with the wizard</Link>
+              </div>
+            }
+          />
+        ) : (
+          <Empty title={`No ${filter} jobs`} next={<button type="button" className="text-accent hover:underline" onClick={() => setFilter('all')}>Show all jobs</button>} />
+        )
+      ) : (
+        <div className="card p-2">
+          <div className="grid grid-cols-[7.5rem_minmax(0,1.6fr)_minmax(0,1.4fr)_minmax(0,1.2fr)_10rem] gap-4 px-4 py-2 text-xs uppercase tracking-wider text-neutral-500">
+            <span>State</span><span>Job</span><span>Progress</span><span>Loss (live)</span><span className="text-right">Created</span>
+          </div>
+          <ul className="flex flex-col">
+            {jobs.data.data.map((job) => <JobRow key={job.id} job={job} />)}
+          </ul>
+        </div>
+      )}
+    </div>
+  )
+}

@@ -1,0 +1,140 @@
+// /training/:jobId: one job, live. Its state, progress and metrics come from the socket
+// (useJobEvents patches the query cache); charts, rollouts, log, checkpoints and config below.
+import { useState } from 'react'
+import { Link, useParams } from 'react-router-dom'
+import { Empty, ErrorState, Loading, ProgressBar, StatusLed } from '../../components/common/States'
+import { ALGORITHM_BY_ID, type Algorithm } from '../../components/Training/algorithms'
+import { Checkpoints } from '../../components/Training/Checkpoints'
+import { ConfigPanel } from '../../components/Training/ConfigPanel'
+import { JobControls } from '../../components/Training/JobControls'
+import { LogTail } from '../../components/Training/LogTail'
+import { MetricsPanel } from '../../components/Training/MetricsPanel'
+import { isActive, useJob, useJobMetrics, type Job } from '../../components/Training/queries'
+import { Rollouts } from '../../components/Training/Rollouts'
+import { buildSeries, sortStages, STAGE_LABEL } from '../../components/Training/series'
+import { Chip, Tabs } from '../../components/Training/ui'
+import { formatDuration } from '../../components/Training/wizardLogic'
+import { useJobEvents } from '../../hooks/useJobEvents'
+
+type Tab = 'metrics' | 'rollouts' | 'log' | 'checkpoints' | 'config'
+
+function FailureCard({ job }: { job: Job }) {
+  return (
+    <section role="alert" className="card border-bad/60 bg-bad/5">
+      <h2 className="flex items-center gap-2 font-semibold text-bad">
+        <span className="led bg-bad shadow-[0_0_8px_#ef4444]" /> This job failed
+      </h2>
+      <p className="mt-2 whitespace-pre-wrap text-sm text-neutral-200">{job.reason ?? 'No reason was recorded.'}</p>
+      {job.log_tail && (
+        // Opened at the bottom: a traceback's last lines say what went wrong.
+        <pre ref={(el) => { if (el) el.scrollTop = el.scrollHeight }} className="mt-3 max-h-72 overflow-auto rounded-xl bg-ink-950 p-3 font-mono text-xs text-neutral-300">{job.log_tail}</pre>
+      )}
+      <p className="mt-3 text-xs text-neutral-400">
+        Fix the cause (often the dataset or a setting), then <b>Resume</b> to continue from the last
+        checkpoint, or start a new job. TRAINING_GUIDE.md "Troubleshooting" lists common causes.
+      </p>
+    </section>
+  )
+}
+
+function Header({ job, connected, stage }: { job: Job; connected: boolean; stage: string | null }) {
+  const algo = ALGORITHM_BY_ID[job.algorithm as Algorithm]
+  return (
+    <header className="card flex flex-col gap-4">
+      <div className="flex flex-wrap items-start justify-between gap-4">
+        <div className="min-w-0">
+          <Link to="/training" className="text-xs text-neutral-500 hover:text-accent">← All jobs</Link>
+          <h1 className="mt-1 truncate text-2xl font-semibold text-neutral-100">{job.name}</h1>
+          <div className="mt-2 flex flex-wrap items-center gap-2">
+            <span data-testid="job-state"><StatusLed state={job.state} /></span>
+            <Chip tone="accent">{algo ? `${algo.short} · ${algo.name}` : job.algorithm}</Chip>
+            {stage && STAGE_LABEL[stage] && stage !== 'main' && <Chip tone="cta">{STAGE_LABEL[stage]}</Chip>}
+            <Chip>{job.base_model}</Chip>
+            <Chip>{job.backend}</Chip>
+            {job.dataset_id && <Link to={`/datasets/${job.dataset_id}`}><Chip>dataset {job.dataset_id}</Chip></Link>}
+            <span className="font-mono text-xs text-neutral-600">{job.id}</span>
+          </div>
+        </div>
+        <JobControls job={job} />
+      </div>
+      <div>
+        <ProgressBar value={job.progress ?? (job.state === 'succeeded' ? 1 : 0)} />
+        <div className="mt-2 flex flex-wrap justify-between gap-2 text-xs text-neutral-400">
+          <span className="font-mono" data-testid="job-progress">
+            step {job.step} / {job.total_steps ?? '?'}{stage && stage !== 'main' ? ' of this stage' : ''}
+          </span>
+          <span>
+            {job.state === 'running' && job.eta_s !== null && <>ETA {formatDuration(job.eta_s)} · </>}
+            {isActive(job.state) && (
+              <span className={connected ? 'text-ok' : 'text-warn'}>{connected ? '● live' : '○ reconnecting…'}</span>
+            )}
+            {job.finished_at && <>finished {new Date(job.finished_at).toLocaleString()}</>}
+          </span>
+        </div>
+      </div>
+    </header>
+  )
+}
+
+export function JobPage() {
+  const { jobId = '' } = useParams()
+  const job = useJob(jobId)
+  const { logs, connected } = useJobEvents(jobId)
+  const metrics = useJobMetrics(jobId)
+  const [tab, setTab] = useState<Tab>('metrics')
+  if (job.isLoading) return <Loading what="the job" />
+  if (job.isError || !job.data) {
+    return (
+      <div className="flex flex-col gap-4">
+        <ErrorState error={job.error} what={`job ${jobId}`} />
+        <Link to="/training" className="text-accent hover:underline">← Back to all jobs</Link>
+      </div>
+    )
+  }
+  const j = job.data
+  const isRl = j.algorithm === 'rl' || j.algorithm === 'rlhf'
+  const stages = buildSeries(metrics.data?.data ?? [])
+  const tabs: { id: Tab; label: string }[] = [
+    { id: 'metrics', label: 'Metrics' },
+    ...(isRl ? [{ id: 'rollouts' as const, label: 'Rollouts' }] : []),
+    { id: 'log', label: 'Log' },
+    { id: 'checkpoints', label: 'Checkpoints' },
+    { id: 'config', label: 'Config' },
+  ]
+  return (
+    <div className="mx-auto flex max-w-7xl flex-col gap-5">
+      <Header job={j} connected={connected} stage={j.algorithm === 'rlhf' ? (sortStages(stages).at(-1)?.stage ?? null) : null} />
+      {j.state === 'failed' && <FailureCard job={j} />}
+      {j.state === 'succeeded' && (
+        <section className="card flex flex-wrap items-center justify-between gap-3 border-ok/40">
+          <p className="text-sm text-neutral-300">
+            <b className="text-ok">Done.</b> Every checkpoint is now a model in the library. Try the
+            last one in the Playground, or compare it with the base model.
+          </p>
+          <div className="flex gap-2">
+            <button type="button" className="btn-ghost" onClick={() => setTab('checkpoints')}>Checkpoints</button>
+            <Link to={`/models?job_id=${j.id}`} className="btn-cta">Open in Models</Link>
+          </div>
+        </section>
+      )}
+      <Tabs tabs={tabs} value={tab} onChange={setTab} />
+      {tab === 'metrics' &&
+        (metrics.isLoading ? (
+          <Loading what="metrics" />
+        ) : metrics.isError ? (
+          <ErrorState error={metrics.error} what="metrics" />
+        ) : stages.length === 0 ? (
+          <Empty
+            title="No metrics yet"
+            next={isActive(j.state) ? 'The first step is on its way: charts appear here live as soon as it is logged.' : 'This job logged no training steps.'}
+          />
+        ) : (
+          <MetricsPanel stages={stages} />
+        ))}
+      {tab === 'rollouts' && <Rollouts jobId={j.id} live={isActive(j.state)} />}
+      {tab === 'log' && <LogTail jobId={j.id} live={logs} />}
+      {tab === 'checkpoints' && <Checkpoints jobId={j.id} />}
+      {tab === 'config' && <ConfigPanel job={j} />}
+    </div>
+  )
+}
