@@ -7,7 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")"
 scripts/install.sh
 if [ -f frontend/package.json ]; then
-  (cd frontend && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run build)
+  if command -v npm >/dev/null 2>&1; then
+    (cd frontend && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run build)
+  else
+    echo "[thinker] npm not found: serving the API without the dashboard (install Node.js 20+)" >&2
+  fi
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
