@@ -20,9 +20,6 @@ from pathlib import Path
 from typing import Any
 
 EVENTS_FILE = "events.jsonl"
-TERMINAL_STATES = ("succeeded", "failed", "cancelled")
-# States from which nothing runs until someone acts (resume, cancel, delete).
-STOPPED_STATES = (*TERMINAL_STATES, "paused", "interrupted")
 ACTIVE_STATES = ("starting", "running")
 
 

@@ -44,7 +44,7 @@ from thinker.jobs.events import (
 )
 from thinker.jobs.procs import is_alive, start_time
 from thinker.jobs.spec import DatasetRef, build_spec
-from thinker.jobs.worker import CONTROL_FILE, HEARTBEAT_FILE, JOB_FILE, LOG_FILE
+from thinker.jobs.worker import CONTROL_FILE, HEARTBEAT_FILE, JOB_FILE, LOG_FILE, log_tail
 from thinker.store import Dataset, Job, Model, new_id, now
 
 if TYPE_CHECKING:
@@ -265,9 +265,11 @@ class JobManager:
             return await session.scalar(select(Job).where(Job.idempotency_key == key))
 
     async def _refs(self) -> Any:
+        from thinker.server.datasets import dataset_file
+
         async with self.platform.sessions() as session:
             rows = (await session.scalars(select(Dataset))).all()
-        refs = {d.id: DatasetRef(d.id, d.kind, self.settings.dataset_file(d.id)) for d in rows}
+        refs = {d.id: DatasetRef(d.id, d.kind, dataset_file(self.settings, d.id)) for d in rows}
         return refs.get
 
     def _tinker_key(self) -> str | None:
@@ -412,7 +414,7 @@ class JobManager:
         how = f"exited with code {code}" if code is not None else "is no longer running"
         reason = f"the worker (pid {job.pid}) {how} before the job finished"
         self._append(
-            job.id, "state", {"state": state, "reason": reason, "log_tail": _tail(run_dir)}
+            job.id, "state", {"state": state, "reason": reason, "log_tail": log_tail(run_dir)}
         )
         await self._apply_new_events(job)
 
@@ -539,14 +541,6 @@ def _snapshot(job: Job) -> dict[str, Any]:
         "total_steps": job.total_steps,
         "last_seq": job.last_seq,
     }
-
-
-def _tail(run_dir: Path, lines: int = 40) -> str:
-    try:
-        text = (run_dir / LOG_FILE).read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def _cuda_devices() -> int:

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from thinker.errors import ConfigError
-from thinker.pipeline.config import TrainingConfig, _find_secrets, _format_error
+from thinker.pipeline.config import TrainingConfig, find_secrets, format_error
 
 # Which dataset kinds each algorithm (or rlhf stage) trains on.
 KINDS: dict[str, tuple[str, ...]] = {
@@ -58,7 +58,7 @@ def build_spec(
     """Resolve dataset ids and validate the whole config; raises ConfigError listing every
     problem."""
     raw = _copy(config)
-    problems = _find_secrets(raw, "config")
+    problems = find_secrets(raw, "config")
     for key in ("algorithm", "backend", "base_model"):
         if key in raw:
             problems.append(f"config.{key}: give it at the top level of the request, not in config")
@@ -151,5 +151,5 @@ def _resolve(
 
 def _config_error(error: Any) -> str:
     """`config.learning_rate: ...` (the pipeline's wording, rooted at `config`)."""
-    message = _format_error({**error, "loc": ("training", *error["loc"])})
+    message = format_error({**error, "loc": ("training", *error["loc"])})
     return "config" + message.removeprefix("training")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from thinker.jobs.events import append_event
+from thinker.pipeline.metadata import scrub
 from thinker.runs import RunLogger
 
 JOB_FILE = "job.json"
@@ -68,7 +69,7 @@ class _LogLines(io.TextIOBase):
         return True
 
     def write(self, text: str) -> int:
-        text = _scrub(text, self.secrets)
+        text = scrub(text, self.secrets)
         with self._lock:
             self.sink.write(text)
             self.sink.flush()
@@ -81,12 +82,6 @@ class _LogLines(io.TextIOBase):
 
     def flush(self) -> None:
         self.sink.flush()
-
-
-def _scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
 
 
 def _heartbeat(run_dir: Path, stop: threading.Event) -> None:
@@ -103,7 +98,8 @@ def _stop_requested(run_dir: Path) -> str | None:
         return None
 
 
-def _log_tail(run_dir: Path) -> str:
+def log_tail(run_dir: Path) -> str:
+    """The worker log's last lines: what a failed or lost job shows as its reason's context."""
     try:
         lines = (run_dir / LOG_FILE).read_text(errors="replace").splitlines()
     except OSError:
@@ -152,9 +148,9 @@ def run(run_dir: Path) -> int:
         return 130
     except BaseException as e:  # noqa: BLE001 - every failure is reported, then the exit code
         traceback.print_exc()
-        reason = _scrub(_describe(e), secrets)
+        reason = scrub(_describe(e), secrets)
         append_event(
-            run_dir, "state", {"state": "failed", "reason": reason, "log_tail": _log_tail(run_dir)}
+            run_dir, "state", {"state": "failed", "reason": reason, "log_tail": log_tail(run_dir)}
         )
         return 1
     finally:

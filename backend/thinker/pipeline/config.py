@@ -375,7 +375,7 @@ def load_pipeline_config(path: str | Path, backend: Backend | None = None) -> Pi
     raw = _read_yaml(path)
     raw.setdefault("name", path.stem)
     raw.setdefault("runs_dir", "../runs")
-    problems = _find_secrets(raw)
+    problems = find_secrets(raw)
     problems += _inherit_shared_settings(raw)
     problems += _resolve_paths(raw, path.parent)
     if backend is not None:
@@ -385,7 +385,7 @@ def load_pipeline_config(path: str | Path, backend: Backend | None = None) -> Pi
     try:
         config = PipelineConfig.model_validate(raw)
     except ValidationError as e:
-        problems += [_format_error(err) for err in e.errors()]
+        problems += [format_error(err) for err in e.errors()]
         config = None
     if problems or config is None:
         raise ConfigError(f"invalid pipeline config {path}", list(dict.fromkeys(problems)))
@@ -440,10 +440,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _find_secrets(node: object, where: str = "") -> list[str]:
+def find_secrets(node: object, where: str = "") -> list[str]:
     """Report every secret-looking key, and drop it so that it is not reported twice."""
     if isinstance(node, list):
-        return [p for i, item in enumerate(node) for p in _find_secrets(item, f"{where}[{i}]")]
+        return [p for i, item in enumerate(node) for p in find_secrets(item, f"{where}[{i}]")]
     if not isinstance(node, dict):
         return []
     problems = []
@@ -456,7 +456,7 @@ def _find_secrets(node: object, where: str = "") -> list[str]:
                 "(TINKER_API_KEY, HF_TOKEN) instead"
             )
         else:
-            problems += _find_secrets(node[key], name)
+            problems += find_secrets(node[key], name)
     return problems
 
 
@@ -611,7 +611,7 @@ def _effective(stage: dict[str, Any], key: str) -> object:
     return field.default if field is not None else _UNKNOWN
 
 
-def _format_error(error: Any) -> str:
+def format_error(error: Any) -> str:
     """`training.learning_rate: Input should be greater than 0` from one pydantic error."""
     loc = list(error["loc"])
     # A discriminated union puts the chosen algorithm in the location: drop it, so that

@@ -45,10 +45,6 @@ class Settings(BaseSettings):
     def datasets_dir(self) -> Path:
         return self.data_dir / "datasets"
 
-    def dataset_file(self, dataset_id: str) -> Path:
-        """Where a stored dataset's normalised JSONL is (ids are server-made, never names)."""
-        return self.datasets_dir / f"{dataset_id}.jsonl"
-
     @property
     def secrets_dir(self) -> Path:
         return self.data_dir / "secrets"

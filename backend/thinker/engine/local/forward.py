@@ -49,7 +49,7 @@ def _logprobs(
     head = base.get_output_embeddings()
     if head is None or _rescales_logits(base):
         logits_BTV = model(input_ids=input_ids_BT, attention_mask=attention_mask).logits
-        return _chunk_logprobs_of_logits(logits_BTV, target_ids_BT)
+        return _logprobs_of_logits(logits_BTV, target_ids_BT)
     hidden_BTD = base.get_decoder()(
         input_ids=input_ids_BT, attention_mask=attention_mask
     ).last_hidden_state
@@ -73,7 +73,7 @@ def _chunk(head: nn.Module, hidden_ND: Tensor, target_N: Tensor) -> Tensor:
     return -F.cross_entropy(head(hidden_ND).float(), target_N, reduction="none")
 
 
-def _chunk_logprobs_of_logits(logits_BTV: Tensor, target_ids_BT: Tensor) -> Tensor:
+def _logprobs_of_logits(logits_BTV: Tensor, target_ids_BT: Tensor) -> Tensor:
     batch, width, vocab = logits_BTV.shape
     return -F.cross_entropy(
         logits_BTV.reshape(-1, vocab).float(), target_ids_BT.reshape(-1), reduction="none"
