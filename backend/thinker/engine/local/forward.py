@@ -16,43 +16,107 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from thinker.engine.local import fast
+
 CHUNK_BYTES = 256 * 2**20  # fp32 logits per chunk
 
 
 def target_logprobs(
-    model: nn.Module, inputs: list[list[int]], targets: list[Tensor], device: torch.device
+    model: nn.Module,
+    inputs: list[list[int]],
+    targets: list[Tensor],
+    device: torch.device,
+    pack: bool = False,
 ) -> list[Tensor]:
-    """Right-pad the sequences into one batch; entry i of result j is log p(targets[j][i] | <=i).
+    """Entry i of result j is log p(targets[j][i] | inputs[j][: i + 1]).
 
-    Logits are upcast to fp32 before the log-softmax, so bf16 models give fp32 logprobs.
+    The sequences are right-padded into one batch, or with `pack` (when padding would waste
+    over a tenth of the batch) packed several to a row, each starting again at position 0 so
+    attention stays within its own sequence. Logits are upcast to fp32 before the
+    log-softmax, so bf16 models give fp32 logprobs.
     """
     lengths = [len(x) for x in inputs]
     width = max(lengths)
-    input_ids_BT = torch.zeros((len(inputs), width), dtype=torch.long)
-    target_ids_BT = torch.zeros((len(inputs), width), dtype=torch.long)
-    mask_BT = torch.zeros((len(inputs), width), dtype=torch.long)
-    for b, (tokens, target) in enumerate(zip(inputs, targets, strict=True)):
-        input_ids_BT[b, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-        target_ids_BT[b, : len(tokens)] = target
-        mask_BT[b, : len(tokens)] = 1
-    # Without padding, no mask: attention then takes SDPA's causal fast path.
-    attention_mask = None if min(lengths) == width else mask_BT.to(device)
-    input_ids_BT, target_ids_BT = input_ids_BT.to(device), target_ids_BT.to(device)
-    logprobs_BT = _logprobs(model, input_ids_BT, attention_mask, target_ids_BT)
-    return [logprobs_BT[b, :n] for b, n in enumerate(lengths)]
+    rows = pack_rows(lengths, width) if pack else [[i] for i in range(len(inputs))]
+    input_ids_BT = torch.zeros((len(rows), width), dtype=torch.long)
+    target_ids_BT = torch.zeros((len(rows), width), dtype=torch.long)
+    position_ids_BT = torch.zeros((len(rows), width), dtype=torch.long)
+    spans: list[tuple[int, int, int]] = [(0, 0, 0)] * len(inputs)  # (row, start, length)
+    for b, members in enumerate(rows):
+        start = 0
+        for i in members:
+            end = start + lengths[i]
+            input_ids_BT[b, start:end] = torch.tensor(inputs[i], dtype=torch.long)
+            target_ids_BT[b, start:end] = targets[i]
+            position_ids_BT[b, start:end] = torch.arange(lengths[i])
+            spans[i], start = (b, start, lengths[i]), end
+        position_ids_BT[b, start:] = torch.arange(width - start)  # the padding: its own segment
+    packed = len(rows) < len(inputs)
+    # Packed rows need no mask: the position ids delimit the sequences. Unpadded rows need
+    # none either, and attention takes SDPA's causal fast path. Otherwise, a padding mask.
+    attention_mask = None
+    if not packed and min(lengths) < width:
+        attention_mask = (torch.arange(width) < torch.tensor(lengths)[:, None]).long().to(device)
+    position_ids = position_ids_BT.to(device) if packed else None
+    logprobs_BT = _logprobs(
+        model, input_ids_BT.to(device), attention_mask, position_ids, target_ids_BT.to(device)
+    )
+    return [logprobs_BT[b, start : start + n] for b, start, n in spans]
+
+
+def token_ranges(lengths: list[int], budget: int) -> list[tuple[int, int]]:
+    """Consecutive (start, end) ranges of sequences, each within `budget` tokens in all (a
+    longer sequence gets a range of its own)."""
+    ranges, start, tokens = [], 0, 0
+    for i, n in enumerate(lengths):
+        if i > start and tokens + n > budget:
+            ranges.append((start, i))
+            start, tokens = i, 0
+        tokens += n
+    return [*ranges, (start, len(lengths))]
+
+
+def pack_rows(lengths: list[int], width: int, min_fill: float = 0.9) -> list[list[int]]:
+    """Sequences (by index) grouped into rows of at most `width` tokens, first fit by
+    decreasing length; one sequence per row when padding wastes under 1 - `min_fill`."""
+    if sum(lengths) >= min_fill * width * len(lengths):
+        return [[i] for i in range(len(lengths))]
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        b = next((b for b, r in enumerate(room) if r >= lengths[i]), len(rows))
+        if b == len(rows):
+            rows.append([])
+            room.append(width)
+        rows[b].append(i)
+        room[b] -= lengths[i]
+    return rows
 
 
 def _logprobs(
-    model: nn.Module, input_ids_BT: Tensor, attention_mask: Tensor | None, target_ids_BT: Tensor
+    model: nn.Module,
+    input_ids_BT: Tensor,
+    attention_mask: Tensor | None,
+    position_ids_BT: Tensor | None,
+    target_ids_BT: Tensor,
 ) -> Tensor:
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     head = base.get_output_embeddings()
-    if head is None or _rescales_logits(base):
-        logits_BTV = model(input_ids=input_ids_BT, attention_mask=attention_mask).logits
-        return _logprobs_of_logits(logits_BTV, target_ids_BT)
-    hidden_BTD = base.get_decoder()(
-        input_ids=input_ids_BT, attention_mask=attention_mask
-    ).last_hidden_state
+    # No cache: transformers reads packed sequences from the position ids only without one.
+    args = {
+        "input_ids": input_ids_BT,
+        "attention_mask": attention_mask,
+        "position_ids": position_ids_BT,
+        "use_cache": False,
+    }
+    with fast.adapter_autocast(model):  # the adapted output layer too (train_unembed)
+        if head is None or _rescales_logits(base):
+            return _logprobs_of_logits(model(**args).logits, target_ids_BT)
+        hidden_BTD = base.get_decoder()(**args).last_hidden_state
+        return _chunked_head_logprobs(head, hidden_BTD, target_ids_BT)
+
+
+def _chunked_head_logprobs(head: nn.Module, hidden_BTD: Tensor, target_ids_BT: Tensor) -> Tensor:
     batch, width, dim = hidden_BTD.shape
     hidden_ND, target_N = hidden_BTD.reshape(-1, dim), target_ids_BT.reshape(-1)
     chunk = max(64, CHUNK_BYTES // (4 * head.weight.shape[0]))

@@ -17,6 +17,7 @@ from typing import Literal
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
+from peft.tuners.tuners_utils import BaseTunerLayer
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -28,6 +29,7 @@ from transformers import (
     Qwen3Config,
 )
 
+from thinker.engine.local import fast
 from thinker.errors import BackendError, ConfigError
 
 Quantization = Literal["4bit"] | None
@@ -164,7 +166,7 @@ def load_base_model(base_model: str, placement: Placement) -> PreTrainedModel:
         model = _build_builtin(base_model, placement)
     else:
         model = _from_pretrained(base_model, placement)
-    if placement.device.type == "cuda":
+    if fast.enabled("FUSED_KERNELS", placement.device):
         _apply_fused_kernels(model)
     model.eval()
     for p in model.parameters():
@@ -175,11 +177,9 @@ def load_base_model(base_model: str, placement: Placement) -> PreTrainedModel:
 def _apply_fused_kernels(model: PreTrainedModel) -> bool:
     """On CUDA, Liger's Triton kernels for RMSNorm, RoPE and SwiGLU (less activation memory,
     fewer launches), patched into this model's modules before the adapter is attached.
-    Skipped where liger-kernel is not installed (`pip install -e ".[gpu]"`) or with
-    THINKER_FUSED_KERNELS=0. The output layer is ours (forward.py): the losses need every
-    token's logprob, which Liger's fused cross-entropy does not return."""
-    if os.environ.get("THINKER_FUSED_KERNELS", "1") == "0":
-        return False
+    Skipped where liger-kernel is not installed (`pip install -e ".[gpu]"`). The output layer
+    is ours (forward.py): the losses need every token's logprob, which Liger's fused
+    cross-entropy does not return."""
     try:
         from liger_kernel.transformers.monkey_patch import _apply_liger_kernel_to_instance
     except ImportError:
@@ -285,4 +285,20 @@ def attach_lora(
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(BUILTIN_SEED if seed is None else seed)
         # PEFT keeps adapter weights in fp32 even on a bf16 base (autocast_adapter_dtype).
-        return get_peft_model(model, config)
+        peft_model = get_peft_model(model, config)
+    if model.dtype == torch.bfloat16 and fast.enabled("BF16_LORA", model.device):
+        _adapter_in_bf16(peft_model)
+    return peft_model
+
+
+def _adapter_in_bf16(model: PeftModel) -> None:
+    """Adapter matmuls in bf16 under autocast instead of fp32: PEFT would otherwise cast each
+    adapted layer's input to fp32 and keep that copy for backward (over half the activation
+    memory of an 8B model) and add the adapter's output in fp32. The fp32 weights stay the
+    optimizer's master copy. Not for 4-bit bases, whose layers manage their own dtypes."""
+    if getattr(model, "is_loaded_in_4bit", False):
+        return
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer):
+            module.cast_input_dtype_enabled = False
+    setattr(model, fast.AUTOCAST_ATTR, torch.bfloat16)

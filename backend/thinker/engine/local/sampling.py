@@ -1,8 +1,9 @@
 """The local sampling client: batched autoregressive sampling with a KV cache.
 
-All `num_samples` sequences of one call decode together: the prompt is prefilled once,
-its cache repeated across the batch, then one forward per new token. `sample_stream` runs the
-same loop for one sequence and hands each token to a callback as soon as it is chosen.
+All `num_samples` sequences of one call decode together: the prompt is prefilled, then one
+forward per new token (on CUDA a replayed CUDA graph over a static cache: decode.py).
+`sample_stream` runs the same loop for one sequence and hands each token to a callback as
+soon as it is chosen.
 The logprob returned for each sampled token is the model's own (temperature 1, before
 top-k/top-p), i.e. what a training client computes for the same token, so on-policy
 importance ratios start at 1.
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -25,10 +28,13 @@ from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from thinker.engine.futures import EngineFuture, OrderedExecutor
-from thinker.engine.local.forward import target_logprobs
+from thinker.engine.local import fast
+from thinker.engine.local.decode import EagerDecoder, GraphDecoder
+from thinker.engine.local.forward import target_logprobs, token_ranges
 from thinker.errors import ConfigError
 
 DEFAULT_MAX_TOKENS = 512
+LOGPROB_BATCH_TOKENS = 16_384  # no gradient, so activations are not kept: a modest batch
 T = TypeVar("T")
 # Called after each decode step with the token just chosen for each sequence of the batch.
 StepCallback = Callable[[list[int]], None]
@@ -76,6 +82,8 @@ class LocalSamplingClient:
         self._device = device
         self._shared = shared
         self._executor = shared.executor if shared else OrderedExecutor("sample")
+        self._pending: list[tuple[list[int], Future[list[float | None]]]] = []
+        self._pending_lock = threading.Lock()
         # transformers 5.2x renamed `past_key_values` to `cache`; accept either version.
         plain = model.get_base_model() if isinstance(model, PeftModel) else model
         forward_args = inspect.signature(plain.forward).parameters
@@ -124,8 +132,19 @@ class LocalSamplingClient:
         )
 
     def compute_logprobs(self, prompt: types.ModelInput) -> EngineFuture[list[float | None]]:
-        """log p(token i | tokens before i) for every token of `prompt`; None at position 0."""
-        return self._executor.submit(self._with_weights, self._compute_logprobs, prompt.to_ints())
+        """log p(token i | tokens before i) for every token of `prompt`; None at position 0.
+
+        Requests made before the first of them runs are computed together, in batches of up
+        to LOGPROB_BATCH_TOKENS (DPO asks for every pair's reference at once). A sampling
+        client's weights never change, so batching cannot change an answer.
+        """
+        future: Future[list[float | None]] = Future()
+        with self._pending_lock:
+            self._pending.append((prompt.to_ints(), future))
+            first = len(self._pending) == 1
+        if first:
+            self._executor.submit(self._with_weights, self._answer_pending)
+        return EngineFuture(future)
 
     def get_tokenizer(self) -> PreTrainedTokenizerBase:
         return self._tokenizer
@@ -154,6 +173,38 @@ class LocalSamplingClient:
         finally:
             set_peft_model_state_dict(model, live)
 
+    def _answer_pending(self) -> None:
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        for start, end in token_ranges([len(t) for t, _ in pending], LOGPROB_BATCH_TOKENS):
+            batch = pending[start:end]
+            try:
+                answers = self._batch_logprobs([tokens for tokens, _ in batch])
+            except Exception as e:  # every request of the batch gets the error
+                for _, future in batch:
+                    future.set_exception(e)
+                continue
+            for (_, future), answer in zip(batch, answers, strict=True):
+                future.set_result(answer)
+
+    @torch.inference_mode()
+    def _batch_logprobs(self, prompts: list[list[int]]) -> list[list[float | None]]:
+        scored = [i for i, tokens in enumerate(prompts) if len(tokens) >= 2]
+        answers: list[list[float | None]] = [[None] * len(tokens) for tokens in prompts]
+        if not scored:
+            return answers
+        pack = fast.enabled("PACKING", self._device)
+        logprobs = target_logprobs(
+            self._model,
+            [prompts[i][:-1] for i in scored],
+            [torch.tensor(prompts[i][1:]) for i in scored],
+            self._device,
+            pack=pack,
+        )
+        for i, lp in zip(scored, logprobs, strict=True):
+            answers[i] = [None, *lp.float().cpu().tolist()]
+        return answers
+
     @torch.inference_mode()
     def _compute_logprobs(self, tokens: list[int]) -> list[float | None]:
         if len(tokens) < 2:
@@ -163,8 +214,11 @@ class LocalSamplingClient:
         )
         return [None, *lp.float().cpu().tolist()]
 
-    @torch.inference_mode()
-    def _sample(
+    def _sample(self, *args: Any) -> types.SampleResponse:
+        with torch.inference_mode(), fast.adapter_autocast(self._model):
+            return self._decode(*args)
+
+    def _decode(
         self,
         prompt: list[int],
         n: int,
@@ -180,10 +234,8 @@ class LocalSamplingClient:
         generator.manual_seed(params.seed if params.seed is not None else _random_seed())
 
         ids_1P = torch.tensor([prompt], dtype=torch.long, device=self._device)
-        out = self._model(input_ids=ids_1P, use_cache=True, logits_to_keep=1)
-        cache = _cache_of(out)
-        cache.batch_repeat_interleave(n)
-        logits_NV = out.logits[:, -1].float().expand(n, -1)
+        decoder = self._decoder()
+        logits_NV = decoder.prefill(ids_1P, n, max_tokens)
 
         tokens_NT = torch.empty((n, 0), dtype=torch.long, device=self._device)
         logprobs_NT = torch.empty((n, 0), dtype=torch.float32, device=self._device)
@@ -200,11 +252,7 @@ class LocalSamplingClient:
                 finished[i], stop_reasons[i], lengths[i] = True, "stop", t + 1
             if all(finished) or t == max_tokens - 1:
                 break
-            out = self._model(
-                input_ids=token_N[:, None], use_cache=True, **{self._cache_arg: cache}
-            )
-            cache = _cache_of(out)
-            logits_NV = out.logits[:, -1].float()
+            logits_NV = decoder.step(token_N)
 
         tokens_np, logprobs_np = tokens_NT.cpu().numpy(), logprobs_NT.cpu().numpy()
         sequences = [
@@ -222,6 +270,12 @@ class LocalSamplingClient:
             prompt_lp = np.array([np.nan if v is None else v for v in values], dtype=np.float32)
         return types.SampleResponse(sequences=sequences, prompt_logprobs_np=prompt_lp)
 
+    def _decoder(self) -> EagerDecoder | GraphDecoder:
+        self._model.eval()
+        if fast.enabled("CUDA_GRAPHS", self._device):
+            return GraphDecoder(self._model, self._cache_arg, self._model.config)
+        return EagerDecoder(self._model, self._cache_arg)
+
     def _stops(self, stop: str | list[str] | list[int] | None) -> _Stops:
         eos = self._tokenizer.eos_token_id
         implicit = {eos} if eos is not None else set()
@@ -237,11 +291,6 @@ class LocalSamplingClient:
         if all(isinstance(s, str) for s in stop):
             return _Stops(implicit, [s for s in stop if s])
         raise ConfigError("SamplingParams.stop must be a string, a list of strings or of token ids")
-
-
-def _cache_of(out: object) -> Any:
-    cache = getattr(out, "cache", None)
-    return cache if cache is not None else out.past_key_values  # type: ignore[attr-defined]
 
 
 def _choose(

@@ -21,9 +21,9 @@ from torch import Tensor
 from transformers import PreTrainedTokenizerBase
 
 from thinker.engine.futures import EngineFuture, OrderedExecutor
-from thinker.engine.local import checkpoints
+from thinker.engine.local import checkpoints, fast, memory
 from thinker.engine.local.checkpoints import CheckpointPath
-from thinker.engine.local.forward import target_logprobs
+from thinker.engine.local.forward import target_logprobs, token_ranges
 from thinker.engine.local.models import Placement
 from thinker.engine.local.sampling import LocalSamplingClient, SharedWeights
 from thinker.engine.losses import REQUIRED_INPUTS, get_loss_fn
@@ -63,7 +63,9 @@ class LocalTrainingClient:
         self._placement = placement
         self._storage_dir = storage_dir
         self._params = [p for p in model.parameters() if p.requires_grad]
-        self._optimizer = torch.optim.AdamW(self._params, lr=0.0)
+        # The fused (single-kernel) AdamW on CUDA: one launch for all adapter tensors.
+        fused = placement.device.type == "cuda"
+        self._optimizer = torch.optim.AdamW(self._params, lr=0.0, fused=fused)
         self._step = 0
         self._version = 0  # bumped whenever the adapter weights change
         self._executor = OrderedExecutor(f"train-{run_id}")
@@ -178,6 +180,10 @@ class LocalTrainingClient:
             model_name=self.spec.base_model,
         )
 
+    def memory_budget(self) -> memory.Budget:
+        """How many tokens one forward/backward pass can hold in the memory free now."""
+        return memory.pass_token_budget(self._model, self._placement)
+
     @property
     def step(self) -> int:
         """Optimizer steps taken so far (restored along with the optimizer state)."""
@@ -195,7 +201,9 @@ class LocalTrainingClient:
                     f"datum {i}: target_tokens has length {t.shape[0]} but "
                     f"model_input has {len(x)}; they must be equal"
                 )
-        return target_logprobs(self._model, inputs, targets, self._placement.device)
+        device = self._placement.device
+        pack = fast.enabled("PACKING", device)
+        return target_logprobs(self._model, inputs, targets, device, pack=pack)
 
     def _run_loss(
         self,
@@ -206,17 +214,36 @@ class LocalTrainingClient:
     ) -> types.ForwardBackwardOutput:
         fn = get_loss_fn(loss_fn, config)
         config = dict(config or {})
+        device = self._placement.device
+        # The loss inputs go to the device before any forward pass: a copy from host memory
+        # waits for the GPU's queue, and would hold back the backward's launch until the
+        # forward had finished.
+        inputs = [
+            {k: _input(d, k, i).to(device) for k in REQUIRED_INPUTS[loss_fn]}
+            for i, d in enumerate(data)
+        ]
+        logprobs: list[Tensor] = []
+        total = torch.zeros((), device=device)
         with torch.set_grad_enabled(backward):
             self._model.train(backward)
-            logprobs = self._logprobs(data)
-            losses = []
-            for i, (datum, lp) in enumerate(zip(data, logprobs, strict=True)):
-                inputs = {k: _input(datum, k, i).to(lp.device) for k in REQUIRED_INPUTS[loss_fn]}
-                losses.append(fn(lp, inputs, config))
-            total = torch.stack(losses).sum()
-            if backward:
-                total.backward()
-        return _output(logprobs, {"loss:sum": float(total.detach())})
+            for start, end in self._passes(data, backward):
+                part = self._logprobs(data[start:end])
+                loss = torch.stack(
+                    [fn(lp, inputs[start + j], config) for j, lp in enumerate(part)]
+                ).sum()
+                if backward:
+                    loss.backward()
+                logprobs += [lp.detach() for lp in part]
+                total += loss.detach()
+        return _output(logprobs, {"loss:sum": float(total)})
+
+    def _passes(self, data: list[types.Datum], backward: bool) -> list[tuple[int, int]]:
+        """Consecutive ranges of `data`, each within the tokens one backward pass can hold
+        (the losses are sums over datums, so the accumulated gradient is the same)."""
+        if not backward:
+            return [(0, len(data))]
+        lengths = [d.model_input.length for d in data]
+        return token_ranges(lengths, self.memory_budget().tokens)
 
     def _run_custom(
         self, data: list[types.Datum], loss_fn: CustomLossFn
