@@ -1,4 +1,5 @@
-"""What every training loop shares: run-directory set-up, start or resume, schedule, checkpoints.
+"""What every training loop shares: run-directory set-up, start or resume, the batch plan,
+schedule, checkpoints.
 
 The loops themselves (sl.py, dpo.py, rl.py) stay flat and read top to bottom; they call
 these few helpers for the parts that must behave identically in all of them.
@@ -8,9 +9,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import yaml
 from pydantic import BaseModel
@@ -18,6 +20,11 @@ from tinker import types
 
 from thinker.engine import ServiceClient
 from thinker.runs import CHECKPOINTS_FILE, MetricsLogger, RunLogger, append_jsonl, read_jsonl
+
+if TYPE_CHECKING:
+    from thinker.engine.local.memory import Budget
+
+T = TypeVar("T")
 
 
 class LoopConfig(Protocol):
@@ -98,6 +105,85 @@ async def start_or_resume(
             config.base_model, rank=config.lora_rank, seed=config.seed
         )
     return Start(client, 0, RunResult(0))
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How each optimizer step's examples are split into forward_backward passes."""
+
+    batch_size: int  # examples (or pairs) per optimizer step
+    micro_batch_size: int  # examples (or pairs) per forward_backward pass
+    grad_accumulation: int  # passes per step: ceil(batch_size / micro_batch_size)
+    explanation: str  # the figures behind the choice, for the job log
+
+    def passes(self, batch: Sequence[T]) -> list[list[T]]:
+        """A step's examples in passes of `micro_batch_size`; the last may be smaller."""
+        size = self.micro_batch_size
+        return [list(batch[i : i + size]) for i in range(0, len(batch), size)]
+
+
+def plan_batch(
+    client: object,
+    lengths: Sequence[int],
+    batch_size: int,
+    micro_batch_size: int | None,
+    unit: str = "examples",
+) -> BatchPlan:
+    """Choose the examples per optimizer step and per forward_backward pass.
+
+    The rule: `batch_size` is a learning hyperparameter, so it is the config's value (16 by
+    default) whatever the device; memory only decides how a step is split. `micro_batch_size`
+    is the config's value when set; otherwise, on a client with `memory_budget()` (the local
+    engine), as many examples as fit in the budget's tokens if each took as many as the
+    longest (a pass is padded to its longest sequence), at least 1; on a client without it
+    (Tinker manages its own memory), the whole step in one pass. A step then takes
+    ceil(batch_size / micro_batch_size) passes whose gradients add up before the optimizer
+    step: the losses are sums over tokens (or a mean rescaled per pass), so the accumulated
+    gradient is the one-pass gradient.
+
+    Args:
+        client: The training client.
+        lengths: The tokens each training example takes in a pass (for a preference pair,
+            both of its sequences, each padded to the longer).
+        batch_size: The config's batch_size.
+        micro_batch_size: The config's micro_batch_size; None = as many as fit.
+        unit: What an example is called in the explanation ("examples", "pairs").
+    """
+    batch = batch_size
+    get_budget: Callable[[], Budget] | None = getattr(client, "memory_budget", None)
+    budget = get_budget() if get_budget is not None else None
+    longest = max(lengths, default=1)
+    fits = max(1, budget.tokens // longest) if budget is not None else None
+    micro = min(batch, micro_batch_size or fits or batch)
+    passes = math.ceil(batch / micro)
+    why = [budget.explanation] if budget is not None else ["the backend manages its own memory"]
+    if fits is not None:
+        why.append(f"the longest of the {unit} takes {longest:,} tokens -> {fits:,} per pass")
+    if micro_batch_size is not None:
+        why.append(f"micro_batch_size {micro_batch_size} (as set)")
+        if fits is not None and micro_batch_size > fits:
+            why[-1] += f": WARNING, above the {fits:,} that fit; the pass may run out of memory"
+    why.append(f"batch_size {batch} -> {passes} pass(es) of up to {micro} {unit}")
+    return BatchPlan(batch, micro, passes, "; ".join(why))
+
+
+def log_plan(logger: MetricsLogger, plan: BatchPlan, total_steps: int, start_step: int) -> None:
+    """Explain the batch plan in the job's log and record the `plan` event.
+
+    The explanation is printed: the worker writes its stdout to the job's worker.log (and a
+    `log` event per line), as the CLI shows it on the terminal.
+    """
+    print(f"[thinker] batch plan: {plan.explanation}", flush=True)
+    logger.log_event(
+        "plan",
+        {
+            "total_steps": total_steps,
+            "start_step": start_step,
+            "batch_size": plan.batch_size,
+            "micro_batch_size": plan.micro_batch_size,
+            "grad_accumulation": plan.grad_accumulation,
+        },
+    )
 
 
 def lr_multiplier(step: int, total_steps: int, schedule: str, warmup_steps: int = 0) -> float:

@@ -12,14 +12,16 @@ log-ratios, each step minimises
 
     mean over the batch's pairs of  -log sigmoid(beta * (c - r))
 
-through `forward_backward_custom` (chosen and rejected interleaved in one batch), then takes
-one AdamW `optim_step`. beta * c and beta * r are the implicit rewards; accuracy is the
-fraction of pairs with c > r, a tie counting one half (at the start the policy is the
-reference and every pair ties, so accuracy starts at chance). Held-out pairs are scored the
-same way with `forward` before the first step and every `eval_every` steps. Checkpoints go to
-the append-only checkpoints.jsonl, each line naming the reference, so a resumed run keeps the
-reference it started with; on the CPU it ends with the same weights bit for bit as a run that
-was never interrupted.
+through `forward_backward_custom` (chosen and rejected interleaved), then takes one AdamW
+`optim_step`. The batch goes through in passes of `micro_batch_size` pairs (as many as fit in
+free memory unless set; see `plan_batch`), each pass's mean weighted by its share of the
+batch, so the accumulated gradient and the metrics are those of one pass over the batch.
+beta * c and beta * r are the implicit rewards; accuracy is the fraction of pairs with c > r,
+a tie counting one half (at the start the policy is the reference and every pair ties, so
+accuracy starts at chance). Held-out pairs are scored the same way with `forward` before the
+first step and every `eval_every` steps. Checkpoints go to the append-only checkpoints.jsonl,
+each line naming the reference, so a resumed run keeps the reference it started with; on the
+CPU it ends with the same weights bit for bit as a run that was never interrupted.
 """
 
 from __future__ import annotations
@@ -36,9 +38,12 @@ from tinker import types
 from torch import Tensor
 
 from thinker.algorithms.common import (
+    BatchPlan,
     RunResult,
     adam_params,
     is_due,
+    log_plan,
+    plan_batch,
     prepare_run,
     save_checkpoint,
     start_or_resume,
@@ -60,8 +65,9 @@ __all__ = ["DPOConfig", "ScoredPair", "dpo_custom_loss", "dpo_loss", "main"]
 
 CustomLossFn = Callable[[list[types.Datum], list[Tensor]], tuple[Tensor, dict[str, float]]]
 METRICS = ("dpo_loss", "accuracy", "margin", "chosen_reward", "rejected_reward")
-# (step, pairs in the batch, forward_backward_custom future, optim_step future, lr, submit time)
-_Pending = tuple[int, int, Any, Any, float, float]
+# (step, pairs in the batch, (forward_backward_custom future, pairs) of each pass, optim_step
+# future, lr, submit time)
+_Pending = tuple[int, int, list[tuple[Any, int]], Any, float, float]
 
 
 def dpo_loss(
@@ -94,7 +100,7 @@ def dpo_loss(
 
 
 def dpo_custom_loss(
-    reference_chosen_P: Tensor, reference_rejected_P: Tensor, beta: float
+    reference_chosen_P: Tensor, reference_rejected_P: Tensor, beta: float, weight: float = 1.0
 ) -> CustomLossFn:
     """The loss for `forward_backward_custom` on data [chosen_0, rejected_0, chosen_1, ...].
 
@@ -102,15 +108,18 @@ def dpo_custom_loss(
         reference_chosen_P: The reference's logprob sum over each chosen completion.
         reference_rejected_P: The same for each rejected completion.
         beta: DPO's beta.
+        weight: A factor on the loss (not the metrics): a pass's share of the step's pairs,
+            so that passes' gradients add up to the gradient of the whole step's mean.
     """
 
     def loss_fn(
         data: list[types.Datum], logprobs_D: list[Tensor]
     ) -> tuple[Tensor, dict[str, float]]:
         sums_D = _completion_logprobs_D(data, logprobs_D)
-        return dpo_loss(
+        loss, metrics = dpo_loss(
             sums_D[0::2] - reference_chosen_P, sums_D[1::2] - reference_rejected_P, beta
         )
+        return weight * loss, metrics
 
     return loss_fn
 
@@ -141,28 +150,32 @@ async def main(
         reference = await service.create_sampling_client(model_path=reference_path)
     logger.log_event("reference", {"reference_path": reference_path or config.base_model})
     train_pairs, eval_pairs = await _datasets(config, client.get_tokenizer(), reference)
-    steps_per_epoch = max(1, len(train_pairs) // config.batch_size)
+    lengths = [_pass_tokens(pair) for pair in train_pairs]
+    plan = plan_batch(client, lengths, config.batch_size, config.micro_batch_size, "pairs")
+    steps_per_epoch = max(1, len(train_pairs) // plan.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
-    logger.log_event("plan", {"total_steps": total_steps, "start_step": start.step})
+    log_plan(logger, plan, total_steps, start.step)
     if start.step == 0 and eval_pairs:  # the starting point, for comparison
-        logger.log_metrics(await _evaluate(client, eval_pairs, config), step=0)
+        logger.log_metrics(await _evaluate(client, eval_pairs, config, plan), step=0)
 
     # Loop: submit step s, then wait for step s-1 (one step in flight).
     pending: _Pending | None = None
     metrics: dict[str, float] = {}
     result = start.result
     for step in range(start.step, total_steps):
-        pairs = _batch(train_pairs, step, steps_per_epoch, config.batch_size, config.seed)
+        pairs = _batch(train_pairs, step, steps_per_epoch, plan.batch_size, config.seed)
         adam = adam_params(config, step, total_steps)
-        loss_fn = dpo_custom_loss(*_references_P(pairs), config.beta)
-        fb = client.forward_backward_custom(_interleave(pairs), loss_fn)
+        fbs = [
+            (_forward_backward(client, part, config.beta, len(part) / len(pairs)), len(part))
+            for part in plan.passes(pairs)
+        ]
         opt = client.optim_step(adam)
         if pending is not None:
             metrics = await _finish_step(pending, logger)
-        pending = (step, len(pairs), fb, opt, adam.learning_rate, time.monotonic())
+        pending = (step, len(pairs), fbs, opt, adam.learning_rate, time.monotonic())
         done = step + 1
         if is_due(done, config.eval_every, total_steps):
-            evals = await _evaluate(client, eval_pairs, config)
+            evals = await _evaluate(client, eval_pairs, config, plan)
             metrics = await _finish_step(pending, logger, evals)
             pending = None
         if is_due(done, config.save_every, total_steps):
@@ -289,6 +302,17 @@ def _interleave(pairs: list[ScoredPair]) -> list[types.Datum]:
     return [d for p in pairs for d in (p.chosen, p.rejected)]
 
 
+def _pass_tokens(pair: ScoredPair) -> int:
+    """Tokens a pair takes in a pass: its two sequences, each padded to the longer."""
+    return 2 * max(pair.chosen.model_input.length, pair.rejected.model_input.length)
+
+
+def _forward_backward(client: Any, pairs: list[ScoredPair], beta: float, weight: float) -> Any:
+    """Submit one pass: the DPO loss of `pairs`, weighted by their share of the step."""
+    loss_fn = dpo_custom_loss(*_references_P(pairs), beta, weight)
+    return client.forward_backward_custom(_interleave(pairs), loss_fn)
+
+
 def _batch(
     pairs: list[ScoredPair], step: int, steps_per_epoch: int, batch_size: int, seed: int
 ) -> list[ScoredPair]:
@@ -302,9 +326,11 @@ def _batch(
 async def _finish_step(
     pending: _Pending, logger: MetricsLogger, evals: dict[str, float] | None = None
 ) -> dict[str, float]:
-    step, num_pairs, fb, opt, lr, started = pending
-    fb_out, opt_out = await fb, await opt
-    metrics = {name: float(fb_out.metrics[name]) for name in METRICS}
+    step, num_pairs, fbs, opt, lr, started = pending
+    outputs = [((await fb).metrics, n) for fb, n in fbs]
+    opt_out = await opt
+    # Every metric is a mean over pairs: the passes' means weighted by their pairs.
+    metrics = {name: sum(float(m[name]) * n for m, n in outputs) / num_pairs for name in METRICS}
     metrics |= {
         "learning_rate": lr,
         "num_pairs": float(num_pairs),
@@ -317,12 +343,13 @@ async def _finish_step(
     return metrics
 
 
-async def _evaluate(client: Any, pairs: list[ScoredPair], config: DPOConfig) -> dict[str, float]:
+async def _evaluate(
+    client: Any, pairs: list[ScoredPair], config: DPOConfig, plan: BatchPlan
+) -> dict[str, float]:
     """The DPO metrics of the held-out pairs under the current weights, as eval_<name>."""
     if not pairs:
         return {}
-    chunks = [pairs[i : i + config.batch_size] for i in range(0, len(pairs), config.batch_size)]
-    futures = [client.forward(_interleave(chunk), "cross_entropy") for chunk in chunks]
+    futures = [client.forward(_interleave(part), "cross_entropy") for part in plan.passes(pairs)]
     logprobs_D = [o["logprobs"].to_torch() for f in futures for o in (await f).loss_fn_outputs]
     loss_fn = dpo_custom_loss(*_references_P(pairs), config.beta)
     _, metrics = loss_fn(_interleave(pairs), logprobs_D)

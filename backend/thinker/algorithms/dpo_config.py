@@ -31,6 +31,8 @@ class DPOConfig(BaseModel):
     lora_rank: int = Field(32, gt=0)
     beta: float = Field(0.1, gt=0)  # DPO's beta: strength of the pull toward the reference
     batch_size: int = Field(16, gt=0)  # preference pairs per optimizer step
+    micro_batch_size: int | None = Field(None, gt=0)  # pairs per forward_backward pass;
+    # None = as many as fit in free memory (a step accumulates ceil(batch / micro) passes)
     num_epochs: int = Field(1, gt=0)
     max_steps: int | None = Field(None, gt=0)  # None = num_epochs over the data
     learning_rate: float = Field(1e-5, gt=0)  # the cookbook's DPO default; well below SL's

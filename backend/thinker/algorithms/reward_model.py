@@ -14,7 +14,9 @@ shown first and "B" when it is shown second. Only the answer's deciding token (t
 token where the rendered "A" and "B" replies differ; with a byte-level tokenizer the letter
 itself, not the space before it) has weight. Each step runs `forward_backward` with the
 `cross_entropy` loss on both orders of `batch_size` pairs, so a bias for a position earns
-nothing, then one AdamW `optim_step`. `rm_train_nll` is the mean NLL of the answer token.
+nothing, then one AdamW `optim_step`; the pairs go through in passes of `micro_batch_size`
+(as many as fit in free memory unless set; see `plan_batch`), whose summed losses add up to
+the step's. `rm_train_nll` is the mean NLL of the answer token.
 
 The judge is read with `compute_logprobs` on a sampling client of its weights. With l_A and
 l_B the logprobs of the two answer tokens, the judge prefers the response shown as A with
@@ -50,6 +52,8 @@ from thinker.algorithms.common import (
     RunResult,
     adam_params,
     is_due,
+    log_plan,
+    plan_batch,
     prepare_run,
     save_checkpoint,
     start_or_resume,
@@ -85,8 +89,9 @@ Label = Literal["A", "B"]
 LABELS: tuple[Label, Label] = ("A", "B")
 # A comparison to judge: (the prompt's messages, response x, response y).
 Comparison = tuple[list[Message], str, str]
-# (step, pairs in the batch, forward_backward future, optim_step future, lr, submit time)
-_Pending = tuple[int, int, Any, Any, float, float]
+# (step, pairs in the batch, forward_backward futures of its passes, optim_step future, lr,
+# submit time)
+_Pending = tuple[int, int, list[Any], Any, float, float]
 
 
 def judge_messages(prompt: list[Message], response_a: str, response_b: str) -> list[Message]:
@@ -273,9 +278,11 @@ async def train_reward_model(
     renderer = renderer_for(config.renderer, config.base_model, tokenizer)
     train_pairs, eval_pairs = _datasets(config)
     train_data = [_pair_datums(renderer, pair, config.max_length) for pair in train_pairs]
-    steps_per_epoch = max(1, len(train_data) // config.batch_size)
+    lengths = [2 * max(a.model_input.length, b.model_input.length) for a, b in train_data]
+    plan = plan_batch(client, lengths, config.batch_size, config.micro_batch_size, "pairs")
+    steps_per_epoch = max(1, len(train_data) // plan.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
-    logger.log_event("plan", {"total_steps": total_steps, "start_step": start.step})
+    log_plan(logger, plan, total_steps, start.step)
     if start.step == 0 and eval_pairs:  # the starting point, for comparison
         logger.log_metrics(await _evaluate(client, renderer, eval_pairs, config), step=0)
 
@@ -284,13 +291,16 @@ async def train_reward_model(
     metrics: dict[str, float] = {}
     result = start.result
     for step in range(start.step, total_steps):
-        batch = _batch(train_data, step, steps_per_epoch, config.batch_size, config.seed)
+        batch = _batch(train_data, step, steps_per_epoch, plan.batch_size, config.seed)
         adam = adam_params(config, step, total_steps)
-        fb = client.forward_backward([d for pair in batch for d in pair], "cross_entropy")
+        fbs = [
+            client.forward_backward([d for pair in part for d in pair], "cross_entropy")
+            for part in plan.passes(batch)
+        ]
         opt = client.optim_step(adam)
         if pending is not None:
             metrics = await _finish_step(pending, logger)
-        pending = (step, len(batch), fb, opt, adam.learning_rate, time.monotonic())
+        pending = (step, len(batch), fbs, opt, adam.learning_rate, time.monotonic())
         done = step + 1
         if is_due(done, config.eval_every, total_steps):
             evals = await _evaluate(client, renderer, eval_pairs, config)
@@ -346,10 +356,11 @@ def _batch(
 async def _finish_step(
     pending: _Pending, logger: MetricsLogger, evals: dict[str, float] | None = None
 ) -> dict[str, float]:
-    step, num_pairs, fb, opt, lr, started = pending
-    fb_out, opt_out = await fb, await opt
+    step, num_pairs, fbs, opt, lr, started = pending
+    loss_sum = sum([(await fb).metrics["loss:sum"] for fb in fbs])
+    opt_out = await opt
     metrics = {
-        "rm_train_nll": fb_out.metrics["loss:sum"] / (2 * num_pairs),  # one token per datum
+        "rm_train_nll": loss_sum / (2 * num_pairs),  # one token per datum
         "learning_rate": lr,
         "num_pairs": float(num_pairs),
         "step_time_s": time.monotonic() - started,

@@ -26,7 +26,9 @@ class RewardModelConfig(BaseModel):
     renderer: str | None = None  # None = the base model's default renderer
     max_length: int = Field(1024, gt=1)  # tokens of a judge prompt; longer keep their end
     lora_rank: int = Field(32, gt=0)
-    batch_size: int = Field(16, gt=0)  # pairs per step; each is trained in both orders
+    batch_size: int = Field(16, gt=0)  # pairs per step, each in both orders
+    micro_batch_size: int | None = Field(None, gt=0)  # pairs per forward_backward pass;
+    # None = as many as fit in free memory (a step accumulates ceil(batch / micro) passes)
     num_epochs: int = Field(1, gt=0)
     max_steps: int | None = Field(None, gt=0)  # None = num_epochs over the data
     learning_rate: float = Field(1e-4, gt=0)

@@ -2,12 +2,15 @@
 
 What it computes: each example is rendered to tokens with per-token weights (1 on the
 tokens `train_on_what` selects, 0 elsewhere); each step runs `forward_backward` with the
-`cross_entropy` loss, -sum(w * log p), over one batch and then one AdamW `optim_step`
-whose learning rate follows the schedule. `train_mean_nll` is that sum divided by the
-number of trained tokens. The loop is pipelined: step s+1 is submitted before step s's
-results are awaited. Checkpoints go to an append-only `checkpoints.jsonl`; a run started
-again in the same directory resumes from its last line and, on the CPU, ends with the same
-weights bit for bit as a run that was never interrupted.
+`cross_entropy` loss, -sum(w * log p), over one batch of `batch_size` examples and then one
+AdamW `optim_step` whose learning rate follows the schedule. The batch goes through in
+passes of `micro_batch_size` examples (as many as fit in free memory unless set; see
+`plan_batch`) whose gradients add up before the step: the loss is a sum, so that equals one
+pass over the whole batch. `train_mean_nll` is the step's sum divided by its number of
+trained tokens. The loop is pipelined: step s+1 is submitted before step s's results are
+awaited. Checkpoints go to an append-only `checkpoints.jsonl`; a run started again in the same
+directory resumes from its last line and, on the CPU, ends with the same weights bit for bit
+as a run that was never interrupted.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from thinker.algorithms.common import (
     RunResult,
     adam_params,
     is_due,
+    log_plan,
     lr_multiplier,
+    plan_batch,
     prepare_run,
     save_checkpoint,
     start_or_resume,
@@ -37,8 +42,8 @@ from thinker.runs import MetricsLogger
 __all__ = ["SLConfig", "SLResult", "lr_multiplier", "main"]
 
 SLResult = RunResult
-# (step, batch, forward_backward future, optim_step future, learning rate, submit time)
-_Pending = tuple[int, list[types.Datum], Any, Any, float, float]
+# (step, batch, forward_backward futures of its passes, optim_step future, lr, submit time)
+_Pending = tuple[int, list[types.Datum], list[Any], Any, float, float]
 
 
 async def main(
@@ -50,25 +55,27 @@ async def main(
     start = await start_or_resume(config, service, run_dir, logger)
     client = start.client
     train_data, eval_data = _datasets(config, client.get_tokenizer())
-    steps_per_epoch = max(1, len(train_data) // config.batch_size)
+    lengths = [d.model_input.length for d in train_data]
+    plan = plan_batch(client, lengths, config.batch_size, config.micro_batch_size)
+    steps_per_epoch = max(1, len(train_data) // plan.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
-    logger.log_event("plan", {"total_steps": total_steps, "start_step": start.step})
+    log_plan(logger, plan, total_steps, start.step)
 
     # Loop: submit step s, then wait for step s-1 (one step in flight).
     pending: _Pending | None = None
     metrics: dict[str, float] = {}
     result = start.result
     for step in range(start.step, total_steps):
-        batch = _batch(train_data, step, steps_per_epoch, config.batch_size, config.seed)
+        batch = _batch(train_data, step, steps_per_epoch, plan.batch_size, config.seed)
         adam = adam_params(config, step, total_steps)
-        fb = client.forward_backward(batch, "cross_entropy")
+        fbs = [client.forward_backward(part, "cross_entropy") for part in plan.passes(batch)]
         opt = client.optim_step(adam)
         if pending is not None:
             metrics = await _finish_step(pending, logger)
-        pending = (step, batch, fb, opt, adam.learning_rate, time.monotonic())
+        pending = (step, batch, fbs, opt, adam.learning_rate, time.monotonic())
         done = step + 1
         if is_due(done, config.eval_every, total_steps):
-            eval_nll = await _eval_nll(client, eval_data, config.batch_size)
+            eval_nll = await _eval_nll(client, eval_data, plan.micro_batch_size)
             metrics = await _finish_step(pending, logger, eval_nll=eval_nll)
             pending = None
         if is_due(done, config.save_every, total_steps):
@@ -117,11 +124,12 @@ async def _finish_step(
     logger: MetricsLogger,
     eval_nll: float | None = None,
 ) -> dict[str, float]:
-    step, batch, fb, opt, lr, started = pending
-    fb_out, opt_out = await fb, await opt
+    step, batch, fbs, opt, lr, started = pending
+    loss_sum = sum([(await fb).metrics["loss:sum"] for fb in fbs])
+    opt_out = await opt
     n_tokens = _trained_tokens(batch)
     metrics = {
-        "train_mean_nll": fb_out.metrics["loss:sum"] / max(n_tokens, 1.0),
+        "train_mean_nll": loss_sum / max(n_tokens, 1.0),
         "learning_rate": lr,
         "num_tokens": n_tokens,
         "num_sequences": float(len(batch)),

@@ -55,8 +55,14 @@ def config_fingerprint(config: PipelineConfig) -> str:
 
 
 def section_fingerprint(section: BaseModel) -> str:
-    """SHA-256 of one training section's settings, as canonical JSON."""
-    return _sha256_json(section.model_dump(mode="json"))
+    """SHA-256 of one training section's settings, as canonical JSON.
+
+    `micro_batch_size` came later and changes no result (only how a step is split into
+    passes): left automatic it is not counted, so earlier runs keep their fingerprint."""
+    settings = section.model_dump(mode="json")
+    if settings.get("micro_batch_size", 0) is None:
+        del settings["micro_batch_size"]
+    return _sha256_json(settings)
 
 
 def _sha256_json(value: Any) -> str:
