@@ -9,7 +9,6 @@ agree within bf16 rounding. Skipped without CUDA; run on the GPU machine with
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,18 +38,19 @@ def _batch() -> list[types.Datum]:
     ]
 
 
-def _first_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast: bool) -> dict:
-    monkeypatch.setenv("THINKER_FAST", "1" if fast else "0")
-    client = (
-        thinker.ServiceClient(storage_dir=tmp_path / str(fast))
-        .create_lora_training_client(QWEN, rank=16, seed=0)
-        .result()
-    )
-    for name, p in client._model.named_parameters():  # a non-zero adapter, the same on both
-        if "lora_B" in name:
-            with torch.no_grad():
-                p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) * 1e-3)
-    out = client.forward_backward(_batch(), "cross_entropy").result()
+def _first_step(tmp_path: Path, fast: bool) -> dict:
+    with pytest.MonkeyPatch.context() as mp:  # THINKER_FAST only while this side runs
+        mp.setenv("THINKER_FAST", "1" if fast else "0")
+        client = (
+            thinker.ServiceClient(storage_dir=tmp_path / str(fast))
+            .create_lora_training_client(QWEN, rank=16, seed=0)
+            .result()
+        )
+        for name, p in client._model.named_parameters():  # a non-zero adapter, the same on both
+            if "lora_B" in name:
+                with torch.no_grad():
+                    p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) * 1e-3)
+        out = client.forward_backward(_batch(), "cross_entropy").result()
     grads = {
         n: p.grad.float().cpu() for n, p in client._model.named_parameters() if p.grad is not None
     }
@@ -62,10 +62,9 @@ def _first_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast: bool) -> 
 
 
 @pytest.fixture(scope="module")
-def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, dict]]:
-    with pytest.MonkeyPatch.context() as mp:
-        tmp = tmp_path_factory.mktemp("fast")
-        yield _first_step(tmp, mp, fast=True), _first_step(tmp, mp, fast=False)
+def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+    tmp = tmp_path_factory.mktemp("fast")
+    return _first_step(tmp, fast=True), _first_step(tmp, fast=False)
 
 
 def test_fast_path_loss_and_logprobs_match_the_plain_path(both: tuple[dict, dict]) -> None:
@@ -113,6 +112,7 @@ def test_graph_decode_logprobs_are_the_training_logprobs(tmp_path: Path) -> None
     out = sampler.sample(types.ModelInput.from_ints(prompt), 4, params).result()
     capture = decode._CAPTURES.get(client._model)
     assert capture is not None and capture.graph is not None  # the graph path really ran
+    diffs = []
     for seq in out.sequences:
         tokens = prompt + list(seq.tokens)
         datum = types.Datum(
@@ -121,7 +121,10 @@ def test_graph_decode_logprobs_are_the_training_logprobs(tmp_path: Path) -> None
         )
         trained = client.forward([datum], "cross_entropy").result()
         expected = torch.tensor(trained.loss_fn_outputs[0]["logprobs"].tolist())[-48:]
-        assert torch.allclose(torch.tensor(seq.logprobs), expected, atol=0.05)
+        diffs.append((torch.tensor(seq.logprobs) - expected).abs())
+    diff = torch.cat(diffs)
+    print(f"sampled vs trained logprobs: max difference {diff.max():.4f}, mean {diff.mean():.5f}")
+    assert diff.max() < 0.15 and diff.mean() < 0.02  # bf16 rounding, not a different model
     # The same call again replays the captured graph and, with its seed, repeats itself.
     again = sampler.sample(types.ModelInput.from_ints(prompt), 4, params).result()
     assert [s.tokens for s in again.sequences] == [s.tokens for s in out.sequences]
