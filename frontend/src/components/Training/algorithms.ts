@@ -111,6 +111,7 @@ export const PARAMS: Record<Algorithm, ParamSpec[]> = {
   sl: [
     LR(1e-4, 'LoRA wants ~10× the full fine-tuning rate; halve it if the loss swings.'),
     { key: 'batch_size', label: 'Batch size', default: 16, type: 'number', help: 'Examples per step.' },
+    { key: 'micro_batch_size', label: 'Micro-batch', default: null, type: 'number', help: 'Examples per pass; empty = as many as fit in free GPU memory (the job log explains the choice).' },
     { key: 'num_epochs', label: 'Epochs', default: 1, type: 'number', help: 'Passes over the data (ignored when max steps is set).' },
     { key: 'max_steps', label: 'Max steps', default: null, type: 'number', help: 'Empty = epochs × examples ÷ batch size.' },
     RANK,
@@ -123,6 +124,7 @@ export const PARAMS: Record<Algorithm, ParamSpec[]> = {
     LR(1e-5, 'The cookbook DPO default; too high erases what the model knew.'),
     { key: 'beta', label: 'Beta', default: 0.1, type: 'number', help: 'Pull towards the reference: higher stays closer.' },
     { key: 'batch_size', label: 'Batch size', default: 16, type: 'number', help: 'Pairs per step.' },
+    { key: 'micro_batch_size', label: 'Micro-batch', default: null, type: 'number', help: 'Pairs per pass; empty = as many as fit in free GPU memory.' },
     { key: 'num_epochs', label: 'Epochs', default: 1, type: 'number', help: 'Passes over the pairs.' },
     { key: 'max_steps', label: 'Max steps', default: null, type: 'number', help: 'Empty = epochs × pairs ÷ batch size.' },
     RANK,
