@@ -188,6 +188,19 @@ def random_rows(model: str, lengths: list[int], seed: int = 0) -> list[list[int]
     return [torch.randint(0, vocab, (n + 1,), generator=g).tolist() for n in lengths]
 
 
+def sampling_side(
+    name: str,
+    seconds: float,
+    peak: float,
+    ttfs: float,
+    tokens: int,
+    context: float,
+    **extra: object,
+) -> dict:
+    """A sampling side on the Qwen3 shape: every generated token is a real one."""
+    return side(name, seconds, peak, ttfs, tokens, tokens, QWEN, context, False, **extra)
+
+
 def side(
     name: str,
     seconds: float,
@@ -399,19 +412,7 @@ def run_rl_sampling(n: int = 64, new_tokens: int = 256, prompt_len: int = 128) -
     ttfs = first_step_seconds(started, generate)
     seconds, peak = time_steps(generate, 1, 2)
     tokens = n * new_tokens
-    results = [
-        side(
-            "transformers generate",
-            seconds,
-            peak,
-            ttfs,
-            tokens,
-            tokens,
-            QWEN,
-            context,
-            training=False,
-        )
-    ]
+    results = [sampling_side("transformers generate", seconds, peak, ttfs, tokens, context)]
     plain = None  # the closures above hold it: drop it before the engine's turn
     free_memory()
     started = time.perf_counter()
@@ -427,9 +428,7 @@ def run_rl_sampling(n: int = 64, new_tokens: int = 256, prompt_len: int = 128) -
 
     ttfs = first_step_seconds(started, sample)
     seconds, peak = time_steps(sample, 1, 3)
-    results.append(
-        side("thinker sample", seconds, peak, ttfs, tokens, tokens, QWEN, context, training=False)
-    )
+    results.append(sampling_side("thinker sample", seconds, peak, ttfs, tokens, context))
     return results
 
 
@@ -458,16 +457,13 @@ def run_playground(prompt_len: int = 1024, new_tokens: int = 256) -> list[dict]:
     ttft, _ = time_steps(generate(1), 1, 3)
     whole, peak = time_steps(generate(new_tokens), 1, 2)
     results = [
-        side(
+        sampling_side(
             "transformers generate",
             whole,
             peak,
             ttfs,
             new_tokens,
-            new_tokens,
-            QWEN,
             prompt_len + new_tokens / 2,
-            training=False,
             ttft_s=ttft,
             stream_tokens_per_s=(new_tokens - 1) / max(whole - ttft, 1e-9),
         )
@@ -501,16 +497,13 @@ def run_playground(prompt_len: int = 1024, new_tokens: int = 256) -> list[dict]:
         rates.append((len(stamps) - 2) / (stamps[-1] - stamps[1]))
     whole = stamps[-1] - stamps[0]
     results.append(
-        side(
+        sampling_side(
             "thinker sample_stream",
             whole,
             torch.cuda.max_memory_allocated() / 2**30,
             ttfs,
             new_tokens,
-            new_tokens,
-            QWEN,
             prompt_len + new_tokens / 2,
-            training=False,
             ttft_s=statistics.median(ttfts),
             cold_ttft_s=cold_ttft,
             stream_tokens_per_s=statistics.median(rates),

@@ -6,21 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from tiny_lora import tiny_lora_model
 
 from thinker.engine.local import forward
-from thinker.engine.local.models import Placement, attach_lora, load_base_model, lora_target_modules
 
 torch.set_num_threads(1)
-
-
-def _model() -> torch.nn.Module:
-    base = load_base_model("thinker/tiny", Placement(torch.device("cpu"), torch.float32, None))
-    targets = lora_target_modules(base, train_attn=True, train_mlp=True, train_unembed=True)
-    model = attach_lora(base, rank=4, seed=0, targets=targets)
-    for name, p in model.named_parameters():  # non-zero B: the adapter changes the logits
-        if "lora_B" in name:
-            torch.nn.init.normal_(p, std=0.02)
-    return model
 
 
 def _full(model: torch.nn.Module, inputs: list[list[int]], targets: list[torch.Tensor]):
@@ -39,7 +29,7 @@ def _full(model: torch.nn.Module, inputs: list[list[int]], targets: list[torch.T
 
 @pytest.mark.parametrize("chunk_tokens", [64, 100_000])  # several chunks; one chunk
 def test_chunks_match_the_full_logits(monkeypatch: pytest.MonkeyPatch, chunk_tokens: int) -> None:
-    model = _model()
+    model = tiny_lora_model(train_unembed=True, b_std=0.02)
     vocab = model.get_base_model().get_output_embeddings().weight.shape[0]
     monkeypatch.setattr(forward, "CHUNK_BYTES", 4 * vocab * chunk_tokens)
     g = torch.Generator().manual_seed(0)

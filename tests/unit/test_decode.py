@@ -5,21 +5,11 @@ different ways, when a capture of the same shape is reused, and with the adapter
 from __future__ import annotations
 
 import torch
+from tiny_lora import tiny_lora_model
 
 from thinker.engine.local.decode import EagerDecoder, GraphDecoder
-from thinker.engine.local.models import Placement, attach_lora, load_base_model, lora_target_modules
 
 torch.set_num_threads(1)
-
-
-def _model() -> torch.nn.Module:
-    base = load_base_model("thinker/tiny", Placement(torch.device("cpu"), torch.float32, None))
-    targets = lora_target_modules(base, train_attn=True, train_mlp=True, train_unembed=False)
-    model = attach_lora(base, rank=4, seed=0, targets=targets)
-    for name, p in model.named_parameters():  # non-zero B: the adapter changes the logits
-        if "lora_B" in name:
-            torch.nn.init.normal_(p, std=0.05)
-    return model.eval()
 
 
 def _decode(decoder: EagerDecoder | GraphDecoder, prompt: list[int], n: int, steps: int):
@@ -33,7 +23,7 @@ def _decode(decoder: EagerDecoder | GraphDecoder, prompt: list[int], n: int, ste
 
 @torch.inference_mode()
 def test_static_cache_decode_equals_dynamic_cache_decode() -> None:
-    model = _model()
+    model = tiny_lora_model().eval()
     prompt = list(range(5, 45))
     expected = _decode(EagerDecoder(model, "cache"), prompt, n=3, steps=12)
     static = GraphDecoder(model, "cache", model.config, graphs=False)
@@ -50,7 +40,7 @@ def test_static_cache_decode_equals_dynamic_cache_decode() -> None:
 
 @torch.inference_mode()
 def test_static_cache_decode_with_the_adapter_off() -> None:
-    model = _model()
+    model = tiny_lora_model().eval()
     prompt = list(range(60, 80))
     static = GraphDecoder(model, "cache", model.config, graphs=False)
     with_adapter = _decode(static, prompt, n=2, steps=6)

@@ -5,21 +5,11 @@ sequences), and pack_rows fills rows first-fit by decreasing length."""
 from __future__ import annotations
 
 import torch
+from tiny_lora import tiny_lora_model
 
 from thinker.engine.local import forward
-from thinker.engine.local.models import Placement, attach_lora, load_base_model, lora_target_modules
 
 torch.set_num_threads(1)
-
-
-def _model() -> torch.nn.Module:
-    base = load_base_model("thinker/tiny", Placement(torch.device("cpu"), torch.float32, None))
-    targets = lora_target_modules(base, train_attn=True, train_mlp=True, train_unembed=False)
-    model = attach_lora(base, rank=4, seed=0, targets=targets)
-    for name, p in model.named_parameters():
-        if "lora_B" in name:
-            torch.nn.init.normal_(p, std=0.05)
-    return model
 
 
 def test_pack_rows_first_fit_decreasing() -> None:
@@ -29,7 +19,7 @@ def test_pack_rows_first_fit_decreasing() -> None:
 
 
 def test_packed_logprobs_and_gradients_equal_each_sequence_alone() -> None:
-    model = _model()
+    model = tiny_lora_model()
     g = torch.Generator().manual_seed(0)
     lengths = [200, 13, 57, 120, 31, 3, 64]
     inputs = [torch.randint(3, 384, (n,), generator=g).tolist() for n in lengths]

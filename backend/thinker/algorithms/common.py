@@ -122,6 +122,11 @@ class BatchPlan:
         return [list(batch[i : i + size]) for i in range(0, len(batch), size)]
 
 
+def pair_tokens(first: types.Datum, second: types.Datum) -> int:
+    """Tokens a pair of sequences takes in a pass: both, each padded to the longer."""
+    return 2 * max(first.model_input.length, second.model_input.length)
+
+
 def plan_batch(
     client: object,
     lengths: Sequence[int],

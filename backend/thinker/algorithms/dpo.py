@@ -43,6 +43,7 @@ from thinker.algorithms.common import (
     adam_params,
     is_due,
     log_plan,
+    pair_tokens,
     plan_batch,
     prepare_run,
     save_checkpoint,
@@ -150,7 +151,7 @@ async def main(
         reference = await service.create_sampling_client(model_path=reference_path)
     logger.log_event("reference", {"reference_path": reference_path or config.base_model})
     train_pairs, eval_pairs = await _datasets(config, client.get_tokenizer(), reference)
-    lengths = [_pass_tokens(pair) for pair in train_pairs]
+    lengths = [pair_tokens(pair.chosen, pair.rejected) for pair in train_pairs]
     plan = plan_batch(client, lengths, config.batch_size, config.micro_batch_size, "pairs")
     steps_per_epoch = max(1, len(train_pairs) // plan.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
@@ -300,11 +301,6 @@ def _references_P(pairs: list[ScoredPair]) -> tuple[Tensor, Tensor]:
 
 def _interleave(pairs: list[ScoredPair]) -> list[types.Datum]:
     return [d for p in pairs for d in (p.chosen, p.rejected)]
-
-
-def _pass_tokens(pair: ScoredPair) -> int:
-    """Tokens a pair takes in a pass: its two sequences, each padded to the longer."""
-    return 2 * max(pair.chosen.model_input.length, pair.rejected.model_input.length)
 
 
 def _forward_backward(client: Any, pairs: list[ScoredPair], beta: float, weight: float) -> Any:

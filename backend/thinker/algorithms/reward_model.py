@@ -53,6 +53,7 @@ from thinker.algorithms.common import (
     adam_params,
     is_due,
     log_plan,
+    pair_tokens,
     plan_batch,
     prepare_run,
     save_checkpoint,
@@ -278,7 +279,7 @@ async def train_reward_model(
     renderer = renderer_for(config.renderer, config.base_model, tokenizer)
     train_pairs, eval_pairs = _datasets(config)
     train_data = [_pair_datums(renderer, pair, config.max_length) for pair in train_pairs]
-    lengths = [2 * max(a.model_input.length, b.model_input.length) for a, b in train_data]
+    lengths = [pair_tokens(a, b) for a, b in train_data]
     plan = plan_batch(client, lengths, config.batch_size, config.micro_batch_size, "pairs")
     steps_per_epoch = max(1, len(train_data) // plan.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch

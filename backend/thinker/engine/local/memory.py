@@ -149,6 +149,27 @@ def free_memory(device: torch.device) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """What a model's passes cost apart from their tokens' count: fixed for a loaded model."""
+
+    shape: ModelShape
+    per_token: int  # bytes_per_token for this model as loaded
+    fixed: int  # fixed_bytes
+
+
+def estimate(model: torch.nn.Module, placement: Placement) -> Estimate:
+    """Walk the model once for everything the budget needs besides the free memory."""
+    shape = ModelShape.of(model)
+    per_token = bytes_per_token(
+        shape,
+        torch.finfo(placement.dtype).bits // 8,
+        casts_adapter_inputs(model, placement.dtype),
+        is_checkpointed(model),
+    )
+    return Estimate(shape, per_token, fixed_bytes(model, shape))
+
+
 def pass_token_budget(
     model: torch.nn.Module, placement: Placement, *, free_bytes: int | None = None
 ) -> Budget:
@@ -164,16 +185,14 @@ def pass_token_budget(
         by the estimated bytes per token; at least MIN_TOKENS, and on the CPU at most
         CPU_MAX_TOKENS.
     """
+    return budget_of(estimate(model, placement), placement, free_bytes=free_bytes)
+
+
+def budget_of(known: Estimate, placement: Placement, *, free_bytes: int | None = None) -> Budget:
+    """`pass_token_budget` from an estimate made earlier: only the free memory is read."""
     device = placement.device
     free = free_memory(device) if free_bytes is None else free_bytes
-    shape = ModelShape.of(model)
-    per_token = bytes_per_token(
-        shape,
-        torch.finfo(placement.dtype).bits // 8,
-        casts_adapter_inputs(model, placement.dtype),
-        is_checkpointed(model),
-    )
-    fixed = fixed_bytes(model, shape)
+    per_token, fixed, shape = known.per_token, known.fixed, known.shape
     usable = int(free * (1 - MARGIN_FRACTION)) - MARGIN_BYTES - fixed
     tokens = max(MIN_TOKENS, usable // per_token)
     note = " (the minimum)" if tokens == MIN_TOKENS else ""

@@ -205,15 +205,6 @@ class LocalSamplingClient:
             answers[i] = [None, *lp.float().cpu().tolist()]
         return answers
 
-    @torch.inference_mode()
-    def _compute_logprobs(self, tokens: list[int]) -> list[float | None]:
-        if len(tokens) < 2:
-            return [None] * len(tokens)
-        (lp,) = target_logprobs(
-            self._model, [tokens[:-1]], [torch.tensor(tokens[1:])], self._device
-        )
-        return [None, *lp.float().cpu().tolist()]
-
     def _sample(self, *args: Any) -> types.SampleResponse:
         with torch.inference_mode(), fast.adapter_autocast(self._model):
             return self._decode(*args)
@@ -266,7 +257,7 @@ class LocalSamplingClient:
         ]
         prompt_lp = None
         if prompt_logprobs:
-            values = self._compute_logprobs(prompt)
+            values = self._batch_logprobs([prompt])[0]
             prompt_lp = np.array([np.nan if v is None else v for v in values], dtype=np.float32)
         return types.SampleResponse(sequences=sequences, prompt_logprobs_np=prompt_lp)
 

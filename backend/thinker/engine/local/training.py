@@ -69,6 +69,7 @@ class LocalTrainingClient:
         self._step = 0
         self._version = 0  # bumped whenever the adapter weights change
         self._executor = OrderedExecutor(f"train-{run_id}")
+        self._memory_estimate: memory.Estimate | None = None
 
     # ---- the Tinker TrainingClient interface -------------------------------------------
     def forward(
@@ -182,7 +183,9 @@ class LocalTrainingClient:
 
     def memory_budget(self) -> memory.Budget:
         """How many tokens one forward/backward pass can hold in the memory free now."""
-        return memory.pass_token_budget(self._model, self._placement)
+        if self._memory_estimate is None:  # the model's walk, once; free memory each call
+            self._memory_estimate = memory.estimate(self._model, self._placement)
+        return memory.budget_of(self._memory_estimate, self._placement)
 
     @property
     def step(self) -> int:
