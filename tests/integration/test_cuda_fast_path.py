@@ -1,14 +1,16 @@
 """The CUDA fast path against the plain transformers + PEFT path on a real model shape.
 
-The fast path (engine/local/fast.py: fused kernels, packing, bf16 adapter matmuls, CUDA-graph
-decode) is on by default on CUDA; THINKER_FAST=0 gives the plain path. Both clients start from
-the same seeded weights, so at the first step their losses, logprobs and LoRA gradients must
-agree within bf16 rounding. Skipped without CUDA; run on the GPU machine with
-`pytest tests/integration/test_cuda_fast_path.py -s` (-s prints the measured differences).
+The fast path (engine/local/fast.py: compiled layers, fused kernels, packing into flat rows,
+bf16 adapter matmuls, CUDA-graph decode) is on by default on CUDA; THINKER_FAST=0 gives the
+plain path. Both clients start from the same seeded weights, so at the first step their
+losses, logprobs and LoRA gradients must agree within bf16 rounding. Skipped without CUDA;
+run on the GPU machine with `pytest tests/integration/test_cuda_fast_path.py -s` (-s prints
+the measured differences).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -38,12 +40,12 @@ def _batch() -> list[types.Datum]:
     ]
 
 
-def _first_step(tmp_path: Path, fast: bool) -> dict:
+def _first_step(tmp_path: Path, fast: bool, train_unembed: bool) -> dict:
     with pytest.MonkeyPatch.context() as mp:  # THINKER_FAST only while this side runs
         mp.setenv("THINKER_FAST", "1" if fast else "0")
         client = (
             thinker.ServiceClient(storage_dir=tmp_path / str(fast))
-            .create_lora_training_client(QWEN, rank=16, seed=0)
+            .create_lora_training_client(QWEN, rank=16, seed=0, train_unembed=train_unembed)
             .result()
         )
         for name, p in client._model.named_parameters():  # a non-zero adapter, the same on both
@@ -61,10 +63,16 @@ def _first_step(tmp_path: Path, fast: bool) -> dict:
     return result
 
 
-@pytest.fixture(scope="module")
-def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+@pytest.fixture(scope="module", params=[True, False], ids=["adapted-head", "fused-head"])
+def both(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict, dict]:
+    """With train_unembed (Tinker's default) the output layer carries an adapter and runs in
+    chunks; without, the fast path's output layer is Liger's fused linear cross-entropy."""
+    if not request.param:
+        assert importlib.util.find_spec("liger_kernel"), "the fused head needs liger-kernel"
     tmp = tmp_path_factory.mktemp("fast")
-    return _first_step(tmp, fast=True), _first_step(tmp, fast=False)
+    return _first_step(tmp, True, request.param), _first_step(tmp, False, request.param)
 
 
 def test_fast_path_loss_and_logprobs_match_the_plain_path(both: tuple[dict, dict]) -> None:

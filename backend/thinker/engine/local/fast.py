@@ -3,8 +3,16 @@
 `THINKER_FAST=0` turns every one off (the plain transformers + PEFT path, which the CUDA tests
 compare against); `THINKER_<NAME>=0` turns off one:
 
-- FUSED_KERNELS: Liger's Triton RMSNorm, RoPE and SwiGLU (models.py).
-- PACKING: several sequences to a row of a batch instead of padding (forward.py).
+- COMPILE: each decoder layer compiled by `torch.compile` (dynamic shapes): Inductor fuses
+  the layer's norms, rotary embedding, activation and adapter arithmetic, and one compiled
+  autograd function per layer replaces hundreds of small eager launches (models.py).
+  Training and scoring forwards use it; sampling runs the layers eagerly (`eager()`), its
+  decode step being a replayed CUDA graph already. Not with 4-bit bases.
+- FUSED_KERNELS: Liger's Triton RMSNorm, RoPE and SwiGLU (models.py) in the code that runs
+  eagerly (sampling, and layers not compiled); compiled layers trace the model's own code.
+- PACKING: sequences of unequal length packed instead of padded: all in one flat row with
+  FlashAttention's varlen kernel where the model allows (attention.py), else several to a
+  padded row (forward.py).
 - BF16_LORA: adapter matmuls in bf16 under autocast; the fp32 adapter weights stay the
   optimizer's master copy (models.py, forward.py, decode.py).
 - CUDA_GRAPHS: the decode step replayed as a CUDA graph over a static KV cache (decode.py).
@@ -20,7 +28,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-Feature = Literal["FUSED_KERNELS", "PACKING", "BF16_LORA", "CUDA_GRAPHS"]
+Feature = Literal["COMPILE", "FUSED_KERNELS", "PACKING", "BF16_LORA", "CUDA_GRAPHS"]
 AUTOCAST_ATTR = "thinker_autocast_dtype"  # set on a model whose adapter computes in bf16
 
 
@@ -39,3 +47,9 @@ def adapter_autocast(model: nn.Module) -> Iterator[None]:
         return
     with torch.autocast("cuda", dtype=dtype):
         yield
+
+
+def eager() -> contextlib.AbstractContextManager[None]:
+    """Compiled layers run as plain eager code inside this block (the sampling path: its
+    cache objects would make dynamo recompile per step, and graphs replace the launches)."""
+    return torch.compiler.set_stance("force_eager")  # type: ignore[return-value]

@@ -16,9 +16,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from thinker.engine.local import fast
+from thinker.engine.local import attention, fast
 
 CHUNK_BYTES = 256 * 2**20  # fp32 logits per chunk
+# Liger's chunk of tokens holds logits of up to this many times the chunk's hidden states
+# (512 tokens a chunk for Qwen3-0.6B at 8 x 1024 tokens; its default makes chunks of 64).
+LIGER_CHUNK_MEM = 8
 
 
 def target_logprobs(
@@ -30,12 +33,15 @@ def target_logprobs(
 ) -> list[Tensor]:
     """Entry i of result j is log p(targets[j][i] | inputs[j][: i + 1]).
 
-    The sequences are right-padded into one batch, or with `pack` (when padding would waste
-    over a tenth of the batch) packed several to a row, each starting again at position 0 so
-    attention stays within its own sequence. Logits are upcast to fp32 before the
-    log-softmax, so bf16 models give fp32 logprobs.
+    The sequences are right-padded into one batch, or with `pack` (when their lengths differ)
+    packed: on a model that takes flat rows (attention.py) all into one row with no padding,
+    otherwise (when padding would waste over a tenth of the batch) several to a padded row,
+    each starting again at position 0 so attention stays within its own sequence. Logits are
+    upcast to fp32 before the log-softmax, so bf16 models give fp32 logprobs.
     """
     lengths = [len(x) for x in inputs]
+    if pack and len(set(lengths)) > 1 and _takes_flat_rows(model):
+        return _flat_logprobs(model, inputs, targets, device)
     width = max(lengths)
     rows = pack_rows(lengths, width) if pack else [[i] for i in range(len(inputs))]
     input_ids_BT = torch.zeros((len(rows), width), dtype=torch.long)
@@ -62,6 +68,31 @@ def target_logprobs(
         model, input_ids_BT.to(device), attention_mask, position_ids, target_ids_BT.to(device)
     )
     return [logprobs_BT[b, start : start + n] for b, start, n in spans]
+
+
+def _takes_flat_rows(model: nn.Module) -> bool:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return bool(getattr(base, attention.ENABLED_ATTR, False))
+
+
+def _flat_logprobs(
+    model: nn.Module, inputs: list[list[int]], targets: list[Tensor], device: torch.device
+) -> list[Tensor]:
+    """Every sequence in one row, back to back, positions restarting at each."""
+    lengths = [len(x) for x in inputs]
+    input_ids_1T = torch.tensor([[t for x in inputs for t in x]], dtype=torch.long)
+    target_ids_1T = torch.cat(targets).to(torch.long)[None]
+    position_ids_1T = torch.cat([torch.arange(n) for n in lengths])[None]
+    logprobs_1T = _logprobs(
+        model,
+        input_ids_1T.to(device),
+        None,
+        position_ids_1T.to(device),
+        target_ids_1T.to(device),
+        attention.flat_kwargs(lengths, device),
+    )
+    starts = [0, *torch.tensor(lengths).cumsum(0).tolist()]
+    return [logprobs_1T[0, a:b] for a, b in zip(starts, starts[1:], strict=False)]
 
 
 def token_ranges(lengths: list[int], budget: int) -> list[tuple[int, int]]:
@@ -99,6 +130,7 @@ def _logprobs(
     attention_mask: Tensor | None,
     position_ids_BT: Tensor | None,
     target_ids_BT: Tensor,
+    extra: dict[str, object] | None = None,
 ) -> Tensor:
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     head = base.get_output_embeddings()
@@ -108,12 +140,43 @@ def _logprobs(
         "attention_mask": attention_mask,
         "position_ids": position_ids_BT,
         "use_cache": False,
+        **(extra or {}),
     }
     with fast.adapter_autocast(model):  # the adapted output layer too (train_unembed)
         if head is None or _rescales_logits(base):
             return _logprobs_of_logits(model(**args).logits, target_ids_BT)
         hidden_BTD = base.get_decoder()(**args).last_hidden_state
+        fusable = type(head) is nn.Linear and torch.is_grad_enabled()
+        if fusable and fast.enabled("FUSED_KERNELS", hidden_BTD.device):
+            fused = _fused_head_logprobs(head, hidden_BTD, target_ids_BT)
+            if fused is not None:
+                return fused
         return _chunked_head_logprobs(head, hidden_BTD, target_ids_BT)
+
+
+def _fused_head_logprobs(
+    head: nn.Linear, hidden_BTD: Tensor, target_ids_BT: Tensor
+) -> Tensor | None:
+    """Liger's fused linear cross-entropy with a per-token result (reduction="none"): the
+    same chunked recompute as `_chunked_head_logprobs`, but the log-softmax runs in one Triton
+    pass over each chunk's bf16 logits instead of an fp32 copy, a log-softmax and a gather
+    (on the Qwen3-0.6B shape the output layer was 44% of an SL step's GPU time). None where
+    liger-kernel is not installed. Not for an adapted output layer (train_unembed): its
+    weight alone is not the layer."""
+    try:
+        from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+    except ImportError:
+        return None
+    batch, width, dim = hidden_BTD.shape
+    loss_N = liger_fused_linear_cross_entropy(
+        hidden_BTD.reshape(-1, dim),
+        head.weight,
+        target_ids_BT.reshape(-1),
+        head.bias,
+        reduction="none",
+        chunk_mem_const=LIGER_CHUNK_MEM,
+    )
+    return -loss_N.view(batch, width)
 
 
 def _chunked_head_logprobs(head: nn.Module, hidden_BTD: Tensor, target_ids_BT: Tensor) -> Tensor:

@@ -9,11 +9,13 @@ fixed seed, for tests and the offline default) and random-initialised models of 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from types import FunctionType, MethodType
+from typing import Any, Literal
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
@@ -29,7 +31,7 @@ from transformers import (
     Qwen3Config,
 )
 
-from thinker.engine.local import fast
+from thinker.engine.local import attention, fast
 from thinker.errors import BackendError, ConfigError
 
 Quantization = Literal["4bit"] | None
@@ -166,24 +168,55 @@ def load_base_model(base_model: str, placement: Placement) -> PreTrainedModel:
         model = _build_builtin(base_model, placement)
     else:
         model = _from_pretrained(base_model, placement)
+    if fast.enabled("PACKING", placement.device):
+        attention.use_varlen(model)
     if fast.enabled("FUSED_KERNELS", placement.device):
         _apply_fused_kernels(model)
+    if fast.enabled("COMPILE", placement.device) and placement.quantization is None:
+        compile_layers(model)
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
     return model
 
 
+# Variants a layer is compiled for: grad on/off, padding mask or packed position ids or
+# neither, adapter on/off, batch of one (specialised) or more. Beyond the limit dynamo would
+# quietly run the layer eagerly.
+RECOMPILE_LIMIT = 64
+
+
+def compile_layers(model: PreTrainedModel) -> None:
+    """Compile each decoder layer's forward (and through AOTAutograd its backward) with
+    dynamic shapes, so sequence lengths and batch sizes do not recompile. All layers share one
+    compiled graph per variant (parameters are graph inputs). Compiles lazily on the first
+    forward (tens of seconds), then is reused; adapter layers attached later are traced in."""
+    layers = getattr(model.get_decoder(), "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        return
+    import torch._dynamo.config as dynamo_config
+
+    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, RECOMPILE_LIMIT)
+    dynamo_config.accumulated_recompile_limit = max(
+        dynamo_config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT
+    )
+    for layer in layers:
+        layer.compile(dynamic=True)
+
+
 def _apply_fused_kernels(model: PreTrainedModel) -> bool:
     """On CUDA, Liger's Triton kernels for RMSNorm, RoPE and SwiGLU (less activation memory,
-    fewer launches), patched into this model's modules before the adapter is attached.
+    fewer launches) for the code that runs eagerly: sampling's prefill and CUDA-graph decode,
+    and training when layers are not compiled. Compiled layers trace the model's own code
+    instead (dynamo cannot trace Liger's kernels, and Inductor fuses the same operations).
     Skipped where liger-kernel is not installed (`pip install -e ".[gpu]"`). The output layer
-    is ours (forward.py): the losses need every token's logprob, which Liger's fused
-    cross-entropy does not return."""
+    is forward.py's (Liger's fused linear cross-entropy per token, when training)."""
     try:
         from liger_kernel.transformers.monkey_patch import _apply_liger_kernel_to_instance
     except ImportError:
         return False
+    modeling = sys.modules[type(model).__module__]
+    before = dict(vars(modeling))
     _apply_liger_kernel_to_instance(
         model=model,
         rope=True,
@@ -192,7 +225,32 @@ def _apply_fused_kernels(model: PreTrainedModel) -> bool:
         cross_entropy=False,
         fused_linear_cross_entropy=False,
     )
+    # Liger also patches the modeling module (classes for models built later, and the rotary
+    # function every layer calls): put the classes back, make the function choose by context.
+    for name, value in list(vars(modeling).items()):
+        original = before.get(name)
+        if original is None or value is original:
+            continue
+        fused = isinstance(value, FunctionType) and isinstance(original, FunctionType)
+        setattr(modeling, name, _eager_only(value, original) if fused else original)
+    for module in model.modules():
+        liger = module.__dict__.get("forward")  # Liger binds its forward on the instance
+        if liger is not None:
+            module.forward = _eager_only(liger, MethodType(type(module).forward, module))
     return True
+
+
+def _eager_only(fused: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    """`fused` when run eagerly, `original` when dynamo traces (torch.compile)."""
+    original = getattr(original, "thinker_original", original)  # a second model: unwrap
+
+    def either(*args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():
+            return original(*args, **kwargs)
+        return fused(*args, **kwargs)
+
+    either.thinker_original = original  # type: ignore[attr-defined]
+    return either
 
 
 def _check_builtin(name: str) -> None:

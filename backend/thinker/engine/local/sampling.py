@@ -201,12 +201,16 @@ class LocalSamplingClient:
             self._device,
             pack=pack,
         )
-        for i, lp in zip(scored, logprobs, strict=True):
-            answers[i] = [None, *lp.float().cpu().tolist()]
+        flat = torch.cat(logprobs).float().cpu().tolist()  # one copy to the host, not one each
+        start = 0
+        for i in scored:
+            end = start + len(prompts[i]) - 1
+            answers[i] = [None, *flat[start:end]]
+            start = end
         return answers
 
     def _sample(self, *args: Any) -> types.SampleResponse:
-        with torch.inference_mode(), fast.adapter_autocast(self._model):
+        with torch.inference_mode(), fast.adapter_autocast(self._model), fast.eager():
             return self._decode(*args)
 
     def _decode(
