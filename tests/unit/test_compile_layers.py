@@ -1,16 +1,19 @@
 """Compiled decoder layers (engine/local/models.py `compile_layers`, the CUDA fast path's
 COMPILE part) compute what the eager layers compute: logprobs and LoRA gradients for packed
 rows, a padded batch without gradients, and with the adapter off; dynamo traces each layer
-whole (no graph breaks) and the layers share their compiled graphs. On the CPU Inductor
+whole (no graph breaks) and the layers share their compiled graphs; `fast.eager()` (the
+sampling path) runs them eagerly on its own thread only. On the CPU Inductor
 compiles to C++, so this runs in CI (about half a minute)."""
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from tiny_lora import tiny_lora_model
 from torch._dynamo.utils import counters
 
-from thinker.engine.local import forward
+from thinker.engine.local import fast, forward
 from thinker.engine.local.models import compile_layers
 
 CPU = torch.device("cpu")
@@ -62,3 +65,16 @@ def test_compiled_layers_match_eager_layers() -> None:
         for name, g in grads.items():
             torch.testing.assert_close(compiled[case][1][name], g, rtol=1e-4, atol=1e-5)
     assert eager["packed"][1]  # the packed case did compare gradients
+
+    # Sampling's eager block runs the same layers without dynamo, on its own thread only
+    # (after a reset, a compiled call traces again, which the counters show).
+    torch._dynamo.reset()
+    captured = counters["stats"]["calls_captured"]
+    with fast.eager():
+        inside = _run(model, *packed, pack=True)
+        assert counters["stats"]["calls_captured"] == captured
+        other = ThreadPoolExecutor(1).submit(_run, model, *packed, True).result()
+    assert counters["stats"]["calls_captured"] > captured  # the other thread: compiled
+    for a, b, c in zip(inside[0], other[0], eager["packed"][0], strict=True):
+        torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(b, c, rtol=1e-5, atol=1e-5)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from typing import Literal
 
@@ -49,7 +50,21 @@ def adapter_autocast(model: nn.Module) -> Iterator[None]:
         yield
 
 
-def eager() -> contextlib.AbstractContextManager[None]:
-    """Compiled layers run as plain eager code inside this block (the sampling path: its
-    cache objects would make dynamo recompile per step, and graphs replace the launches)."""
-    return torch.compiler.set_stance("force_eager")  # type: ignore[return-value]
+_thread = threading.local()
+
+
+@contextlib.contextmanager
+def eager() -> Iterator[None]:
+    """Compiled layers run their plain eager code inside this block, on this thread only (the
+    sampling path: its cache objects would make dynamo recompile per step, and its decode step
+    is a replayed CUDA graph already). Another thread's training keeps its compiled layers."""
+    before = getattr(_thread, "eager", False)
+    _thread.eager = True
+    try:
+        yield
+    finally:
+        _thread.eager = before
+
+
+def running_eager() -> bool:
+    return bool(getattr(_thread, "eager", False))

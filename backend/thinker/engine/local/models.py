@@ -190,7 +190,8 @@ def compile_layers(model: PreTrainedModel) -> None:
     """Compile each decoder layer's forward (and through AOTAutograd its backward) with
     dynamic shapes, so sequence lengths and batch sizes do not recompile. All layers share one
     compiled graph per variant (parameters are graph inputs). Compiles lazily on the first
-    forward (tens of seconds), then is reused; adapter layers attached later are traced in."""
+    forward (tens of seconds), then is reused; adapter layers attached later are traced in.
+    Inside `fast.eager()` (sampling) the layers run their eager code."""
     layers = getattr(model.get_decoder(), "layers", None)
     if not isinstance(layers, torch.nn.ModuleList):
         return
@@ -201,7 +202,19 @@ def compile_layers(model: PreTrainedModel) -> None:
         dynamo_config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT
     )
     for layer in layers:
-        layer.compile(dynamic=True)
+        eager_forward = layer.forward
+        layer.forward = _compiled_unless_eager(
+            torch.compile(eager_forward, dynamic=True), eager_forward
+        )
+
+
+def _compiled_unless_eager(
+    compiled: Callable[..., Any], eager: Callable[..., Any]
+) -> Callable[..., Any]:
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        return eager(*args, **kwargs) if fast.running_eager() else compiled(*args, **kwargs)
+
+    return forward
 
 
 def _apply_fused_kernels(model: PreTrainedModel) -> bool:
