@@ -8,8 +8,9 @@ compare against); `THINKER_<NAME>=0` turns off one:
   autograd function per layer replaces hundreds of small eager launches (models.py).
   Training and scoring forwards use it; sampling runs the layers eagerly (`eager()`), its
   decode step being a replayed CUDA graph already. Not with 4-bit bases.
-- FUSED_KERNELS: Liger's Triton RMSNorm, RoPE and SwiGLU (models.py) in the code that runs
-  eagerly (sampling, and layers not compiled); compiled layers trace the model's own code.
+- FUSED_KERNELS: liger-kernel's Triton RMSNorm, RoPE and SwiGLU (models.py) in the code
+  that runs eagerly (sampling, and layers not compiled; compiled layers trace the model's own
+  code), and its fused linear cross-entropy for the output layer in training (forward.py).
 - PACKING: sequences of unequal length packed instead of padded: all in one flat row with
   FlashAttention's varlen kernel where the model allows (attention.py), else several to a
   padded row (forward.py).
