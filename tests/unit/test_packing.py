@@ -5,7 +5,7 @@ sequences), and pack_rows fills rows first-fit by decreasing length."""
 from __future__ import annotations
 
 import torch
-from tiny_lora import tiny_lora_model
+from tiny_lora import each_alone, logprobs_and_grads, random_batch, tiny_lora_model
 
 from thinker.engine.local import forward
 
@@ -20,29 +20,18 @@ def test_pack_rows_first_fit_decreasing() -> None:
 
 def test_packed_logprobs_and_gradients_equal_each_sequence_alone() -> None:
     model = tiny_lora_model()
-    g = torch.Generator().manual_seed(0)
     lengths = [200, 13, 57, 120, 31, 3, 64]
-    inputs = [torch.randint(3, 384, (n,), generator=g).tolist() for n in lengths]
-    targets = [torch.randint(3, 384, (n,), generator=g) for n in lengths]
+    inputs, targets = random_batch(lengths, seed=0)
     assert len(forward.pack_rows(lengths, max(lengths))) < len(lengths)  # it does pack
 
-    def run(pack: bool) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
-        model.zero_grad()
-        lps = forward.target_logprobs(model, inputs, targets, torch.device("cpu"), pack=pack)
-        torch.stack([lp.sum() for lp in lps]).sum().backward()
-        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
-        return [lp.detach() for lp in lps], grads
-
-    alone = [
-        forward.target_logprobs(model, [x], [t], torch.device("cpu"))[0].detach()
-        for x, t in zip(inputs, targets, strict=True)
-    ]
-    packed, packed_grads = run(pack=True)
-    padded, padded_grads = run(pack=False)
+    alone = each_alone(model, inputs, targets)
+    packed, packed_grads = logprobs_and_grads(model, inputs, targets, pack=True)
+    padded, padded_grads = logprobs_and_grads(model, inputs, targets, pack=False)
     for a, p, q in zip(alone, packed, padded, strict=True):
         assert a.shape == p.shape
         assert torch.allclose(p, a, atol=1e-5)
         assert torch.allclose(q, a, atol=1e-5)
+    assert padded_grads
     for name, grad in padded_grads.items():
         assert torch.allclose(packed_grads[name], grad, atol=1e-5, rtol=1e-4), name
 
@@ -79,34 +68,23 @@ def test_flat_rows_give_each_sequence_its_own_logprobs_and_gradients(monkeypatch
     monkeypatch.setattr(attention, "_varlen_fn", lambda: _reference_varlen(calls))
     monkeypatch.setattr(attention, "_PARAMS", frozenset({"is_causal"}))
     model = tiny_lora_model()
-    g = torch.Generator().manual_seed(1)
-    lengths = [90, 13, 57, 4, 31]
-    inputs = [torch.randint(3, 384, (n,), generator=g).tolist() for n in lengths]
-    targets = [torch.randint(3, 384, (n,), generator=g) for n in lengths]
-
-    def run(model, pack: bool) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:  # noqa: ANN001
-        model.zero_grad()
-        lps = forward.target_logprobs(model, inputs, targets, torch.device("cpu"), pack=pack)
-        torch.stack([lp.sum() for lp in lps]).sum().backward()
-        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
-        return [lp.detach() for lp in lps], grads
-
-    alone = [
-        forward.target_logprobs(model, [x], [t], torch.device("cpu"))[0].detach()
-        for x, t in zip(inputs, targets, strict=True)
-    ]
-    padded, padded_grads = run(model, pack=False)
+    inputs, targets = random_batch([90, 13, 57, 4, 31], seed=1)
+    alone = each_alone(model, inputs, targets)
+    padded, padded_grads = logprobs_and_grads(model, inputs, targets, pack=False)
     attention.install(model.get_base_model())
-    flat_lps, flat_grads = run(model, pack=True)
+    flat_lps, flat_grads = logprobs_and_grads(model, inputs, targets, pack=True)
     n_layers = model.get_base_model().config.num_hidden_layers
     assert calls == [[0, 90, 103, 160, 164, 195]] * n_layers  # one flat row, every layer
     for lp, ref in zip(flat_lps, alone, strict=True):
         assert lp.shape == ref.shape
         torch.testing.assert_close(lp, ref, rtol=1e-5, atol=1e-5)
+    assert padded_grads
     for name, grad in padded_grads.items():
         torch.testing.assert_close(flat_grads[name], grad, rtol=1e-4, atol=1e-5)
     calls.clear()
-    again, _ = run(model, pack=False)  # padded: no boundaries, SDPA with the padding mask
+    again, _ = logprobs_and_grads(
+        model, inputs, targets, pack=False
+    )  # padded: no boundaries, SDPA with the padding mask
     assert calls == []
     for lp, ref in zip(again, padded, strict=True):
         torch.testing.assert_close(lp, ref, rtol=1e-5, atol=1e-5)
