@@ -1,12 +1,13 @@
 """One batched forward pass that gives each sequence's per-token target logprobs.
 
-The output layer runs in chunks of tokens: each chunk's logits are made, upcast to fp32,
-reduced to the target tokens' logprobs and dropped, and (when gradients are on) recomputed in
-the backward pass instead of being kept. A 152k-token vocabulary then never has all its
-logits in memory at once: for Qwen3-0.6B at 8 x 1024 tokens the full fp32 logits alone are
-5 GB, and their gradient as much again. The loss functions need every token's logprob (not
-only a summed cross-entropy), which is why this is not a fused-loss kernel (Liger's fused
-linear cross-entropy returns the loss alone).
+The output layer runs in chunks of tokens: each chunk's logits are made, reduced to the
+target tokens' logprobs and dropped, and (when gradients are on) recomputed in the backward
+pass instead of being kept. A 152k-token vocabulary then never has all its logits in memory
+at once: for Qwen3-0.6B at 8 x 1024 tokens the full fp32 logits alone are 5 GB, and their
+gradient as much again. The loss functions need every token's logprob, not a summed
+cross-entropy: on the CUDA fast path, training uses Liger's fused linear cross-entropy with a
+per-token result (one Triton pass over each chunk's bf16 logits); otherwise each chunk is
+upcast to fp32 for a log-softmax.
 """
 
 from __future__ import annotations
