@@ -79,8 +79,8 @@ def test_flat_rows_give_each_sequence_its_own_logprobs_and_gradients(monkeypatch
         assert lp.shape == ref.shape
         torch.testing.assert_close(lp, ref, rtol=1e-5, atol=1e-5)
     assert padded_grads
-    for name, grad in padded_grads.items():
-        torch.testing.assert_close(flat_grads[name], grad, rtol=1e-4, atol=1e-5)
+    for name, grad in padded_grads.items():  # fp32 rounding; gradients here reach about 40
+        assert (flat_grads[name] - grad).norm() <= 1e-5 * grad.norm(), name
     calls.clear()
     again, _ = logprobs_and_grads(
         model, inputs, targets, pack=False

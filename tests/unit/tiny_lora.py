@@ -10,15 +10,16 @@ from thinker.engine.local import forward
 from thinker.engine.local.models import Placement, attach_lora, load_base_model, lora_target_modules
 
 
-def tiny_lora_model(train_unembed: bool = False, b_std: float = 0.05) -> PeftModel:
+def tiny_lora_model(train_unembed: bool = False, b_std: float = 0.05, seed: int = 0) -> PeftModel:
     base = load_base_model("thinker/tiny", Placement(torch.device("cpu"), torch.float32, None))
     targets = lora_target_modules(
         base, train_attn=True, train_mlp=True, train_unembed=train_unembed
     )
     model = attach_lora(base, rank=4, seed=0, targets=targets)
+    g = torch.Generator().manual_seed(seed)  # the same model in every test run
     for name, p in model.named_parameters():
         if "lora_B" in name:
-            torch.nn.init.normal_(p, std=b_std)
+            torch.nn.init.normal_(p, std=b_std, generator=g)
     return model
 
 
