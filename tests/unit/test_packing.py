@@ -65,7 +65,7 @@ def test_flat_rows_give_each_sequence_its_own_logprobs_and_gradients(monkeypatch
     from thinker.engine.local import attention
 
     calls: list[list[int]] = []
-    monkeypatch.setattr(attention, "_varlen_fn", lambda: _reference_varlen(calls))
+    monkeypatch.setattr(attention, "VARLEN_ATTN", _reference_varlen(calls))
     monkeypatch.setattr(attention, "_PARAMS", frozenset({"is_causal"}))
     model = tiny_lora_model()
     inputs, targets = random_batch([90, 13, 57, 4, 31], seed=1)

@@ -31,7 +31,7 @@ ENABLED_ATTR = "thinker_varlen"  # set on a model whose attention takes packed f
 _UNUSED_MASK = torch.ones((1, 1, 1, 1), dtype=torch.bool)
 
 
-def _varlen_fn() -> Any:
+def _load_varlen() -> Any:
     try:
         from torch.nn.attention.varlen import varlen_attn
     except ImportError:  # torch < 2.9
@@ -39,8 +39,9 @@ def _varlen_fn() -> Any:
     return varlen_attn
 
 
+VARLEN_ATTN = _load_varlen()  # None where this torch has no varlen kernel
 # Its keyword arguments changed between torch releases (scale, enable_gqa, window_size).
-_PARAMS = frozenset(inspect.signature(_varlen_fn()).parameters) if _varlen_fn() else frozenset()
+_PARAMS = frozenset(inspect.signature(VARLEN_ATTN).parameters) if VARLEN_ATTN else frozenset()
 
 
 def use_varlen(model: PreTrainedModel) -> bool:
@@ -49,7 +50,7 @@ def use_varlen(model: PreTrainedModel) -> bool:
     config = model.config
     if (
         model.device.type != "cuda"
-        or _varlen_fn() is None
+        or VARLEN_ATTN is None
         or config._attn_implementation != "sdpa"
         or getattr(config, "sliding_window", None) is not None
         or any(t != "full_attention" for t in getattr(config, "layer_types", None) or [])
@@ -104,7 +105,7 @@ def varlen_attention(
     if query_BHTD.shape[0] != 1 or dropout:
         raise ValueError("varlen attention takes one flat row and no dropout")
     assert max_length_q is not None
-    fn, params = _varlen_fn(), _PARAMS
+    fn, params = VARLEN_ATTN, _PARAMS
     head_dim = query_BHTD.shape[-1]
     extra: dict[str, Any] = {}
     if scaling is not None and "scale" in params:

@@ -12,6 +12,9 @@ upcast to fp32 for a log-softmax.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -71,9 +74,13 @@ def target_logprobs(
     return [logprobs_BT[b, start : start + n] for b, start, n in spans]
 
 
+def _base(model: nn.Module) -> nn.Module:
+    """The transformers model under a PEFT wrapper (or the model itself)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def _takes_flat_rows(model: nn.Module) -> bool:
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return bool(getattr(base, attention.ENABLED_ATTR, False))
+    return bool(getattr(_base(model), attention.ENABLED_ATTR, False))
 
 
 def _flat_logprobs(
@@ -133,7 +140,7 @@ def _logprobs(
     target_ids_BT: Tensor,
     extra: dict[str, object] | None = None,
 ) -> Tensor:
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _base(model)
     head = base.get_output_embeddings()
     # No cache: transformers reads packed sequences from the position ids only without one.
     args = {
@@ -164,12 +171,11 @@ def _fused_head_logprobs(
     (on the Qwen3-0.6B shape the output layer was 44% of an SL step's GPU time). None where
     liger-kernel is not installed. Not for an adapted output layer (train_unembed): its
     weight alone is not the layer."""
-    try:
-        from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
-    except ImportError:
+    fused_loss = _liger_fused_linear_cross_entropy()
+    if fused_loss is None:
         return None
     batch, width, dim = hidden_BTD.shape
-    loss_N = liger_fused_linear_cross_entropy(
+    loss_N = fused_loss(
         hidden_BTD.reshape(-1, dim),
         head.weight,
         target_ids_BT.reshape(-1),
@@ -178,6 +184,16 @@ def _fused_head_logprobs(
         chunk_mem_const=LIGER_CHUNK_MEM,
     )
     return -loss_N.view(batch, width)
+
+
+@functools.cache
+def _liger_fused_linear_cross_entropy() -> Callable[..., Tensor] | None:
+    """Imported on first use (it loads Triton), once."""
+    try:
+        from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+    except ImportError:
+        return None
+    return liger_fused_linear_cross_entropy  # type: ignore[no-any-return]
 
 
 def _chunked_head_logprobs(head: nn.Module, hidden_BTD: Tensor, target_ids_BT: Tensor) -> Tensor:
