@@ -591,9 +591,9 @@ def main() -> None:
             continue
         results.append(json.loads(lines[-1].removeprefix("RESULT ")))
         print(table(results[-1:]), flush=True)
+        if args.json:  # after every row, so a run cut short keeps what it measured
+            args.json.write_text(json.dumps(results, indent=1))
     print("\n" + table(results))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
