@@ -25,6 +25,7 @@ from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_f
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 NAME = "thinker_varlen"
+FLAT_ROW_KWARG = "cu_seq_lens_q"  # in a model call's (and each layer's) kwargs: a flat row
 ENABLED_ATTR = "thinker_varlen"  # set on a model whose attention takes packed flat rows
 # The masks are never read on the varlen path; a 4-D mask makes transformers skip building a
 # (row x row) mask it would otherwise make for the packed row.
@@ -78,7 +79,7 @@ def flat_kwargs(lengths: list[int], device: torch.device) -> dict[str, Any]:
     longest = max(lengths)
     return {
         "attention_mask": _UNUSED_MASK.to(device),
-        "cu_seq_lens_q": cu_seq_lens,
+        FLAT_ROW_KWARG: cu_seq_lens,
         "cu_seq_lens_k": cu_seq_lens,
         "max_length_q": longest,
         "max_length_k": longest,

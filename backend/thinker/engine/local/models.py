@@ -191,7 +191,14 @@ def compile_layers(model: PreTrainedModel) -> None:
     dynamic shapes, so sequence lengths and batch sizes do not recompile. All layers share one
     compiled graph per variant (parameters are graph inputs). Compiles lazily on the first
     forward (tens of seconds), then is reused; adapter layers attached later are traced in.
-    Inside `fast.eager()` (sampling) the layers run their eager code."""
+    Inside `fast.eager()` (sampling) the layers run their eager code.
+
+    On CUDA the compiled code launches its kernels from C++ (Inductor's `cpp_wrapper`): a
+    Qwen3-0.6B step at 8 x 1024 tokens launches about 4,000 kernels, mostly small LoRA
+    matmuls, and from Python's wrapper its backward spent ~3 ms of host time per layer for
+    ~2 ms of GPU work (H100 profile), so the GPU waited; the C++ wrapper costs ~15 s more
+    compile time in the first step. Flat packed rows keep the Python wrapper: the C++ one
+    cannot call the varlen attention op (an `int[]` argument, torch 2.11)."""
     layers = getattr(model.get_decoder(), "layers", None)
     if not isinstance(layers, torch.nn.ModuleList):
         return
@@ -201,18 +208,27 @@ def compile_layers(model: PreTrainedModel) -> None:
     dynamo_config.accumulated_recompile_limit = max(
         dynamo_config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT
     )
+    on_cuda = next(model.parameters()).device.type == "cuda"
     for layer in layers:
         eager_forward = layer.forward
-        layer.forward = _compiled_unless_eager(
-            torch.compile(eager_forward, dynamic=True), eager_forward
+        compiled = torch.compile(eager_forward, dynamic=True)
+        launched_from_cpp = (
+            torch.compile(eager_forward, dynamic=True, options={"cpp_wrapper": True})
+            if on_cuda
+            else compiled
         )
+        layer.forward = _compiled_unless_eager(compiled, launched_from_cpp, eager_forward)
 
 
 def _compiled_unless_eager(
-    compiled: Callable[..., Any], eager: Callable[..., Any]
+    compiled: Callable[..., Any], launched_from_cpp: Callable[..., Any], eager: Callable[..., Any]
 ) -> Callable[..., Any]:
     def forward(*args: Any, **kwargs: Any) -> Any:
-        return eager(*args, **kwargs) if fast.running_eager() else compiled(*args, **kwargs)
+        if fast.running_eager():
+            return eager(*args, **kwargs)
+        if attention.FLAT_ROW_KWARG in kwargs:
+            return compiled(*args, **kwargs)
+        return launched_from_cpp(*args, **kwargs)
 
     return forward
 
