@@ -5,9 +5,9 @@ compare against); `THINKER_<NAME>=0` turns off one:
 
 - COMPILE: each decoder layer compiled by `torch.compile` (dynamic shapes): Inductor fuses
   the layer's norms, rotary embedding, activation and adapter arithmetic, and one compiled
-  autograd function per layer replaces hundreds of small eager launches (models.py).
-  Training and scoring forwards use it; sampling runs the layers eagerly (`eager()`), its
-  decode step being a replayed CUDA graph already. Not with 4-bit bases.
+  autograd function per layer replaces hundreds of small eager launches, launched from C++
+  (models.py). Training and scoring forwards use it; sampling runs the layers eagerly
+  (`eager()`), its decode step being a replayed CUDA graph already. Not with 4-bit bases.
 - FUSED_KERNELS: liger-kernel's Triton RMSNorm, RoPE and SwiGLU (models.py) in the code
   that runs eagerly (sampling, and layers not compiled; compiled layers trace the model's own
   code), and its fused linear cross-entropy for the output layer in training (forward.py).
