@@ -2,19 +2,21 @@
 COMPILE part) compute what the eager layers compute: logprobs and LoRA gradients for packed
 rows, a padded batch without gradients, and with the adapter off; dynamo traces each layer
 whole (no graph breaks) and the layers share their compiled graphs; `fast.eager()` (the
-sampling path) runs them eagerly on its own thread only. On the CPU Inductor compiles to
+sampling path) runs them eagerly on its own thread only; flat packed rows take the form
+launched from Python. On the CPU Inductor compiles to
 C++, so this runs in CI (about 20 s)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from tiny_lora import logprobs_and_grads, random_batch, tiny_lora_model
 from torch._dynamo.utils import counters
 
-from thinker.engine.local import fast
-from thinker.engine.local.models import compile_layers
+from thinker.engine.local import attention, fast
+from thinker.engine.local.models import _compiled_unless_eager, compile_layers
 
 
 def test_compiled_layers_match_eager_layers() -> None:
@@ -61,3 +63,24 @@ def test_compiled_layers_match_eager_layers() -> None:
     for a, b, c in zip(inside[0], other[0], eager["packed"][0], strict=True):
         torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(b, c, rtol=1e-5, atol=1e-5)
+
+
+def test_layer_calls_route_flat_rows_to_the_python_wrapper() -> None:
+    """On CUDA each layer holds two compiled forms: kernels launched from C++ for batched rows,
+    and from Python for flat packed rows (whose varlen attention op the C++ wrapper cannot
+    call); `fast.eager()` bypasses both."""
+    calls: list[str] = []
+
+    def form(name: str) -> Callable[..., str]:
+        def run(*args: object, **kwargs: object) -> str:
+            calls.append(name)
+            return name
+
+        return run
+
+    forward = _compiled_unless_eager(form("python"), form("cpp"), form("eager"))
+    assert forward(torch.zeros(1), position_ids=None) == "cpp"
+    assert forward(torch.zeros(1), **{attention.FLAT_ROW_KWARG: torch.zeros(2)}) == "python"
+    with fast.eager():
+        assert forward(torch.zeros(1), **{attention.FLAT_ROW_KWARG: torch.zeros(2)}) == "eager"
+    assert calls == ["cpp", "python", "eager"]
