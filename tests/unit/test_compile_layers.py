@@ -3,8 +3,7 @@ COMPILE part) compute what the eager layers compute: logprobs and LoRA gradients
 rows, a padded batch without gradients, and with the adapter off; dynamo traces each layer
 whole (no graph breaks) and the layers share their compiled graphs; `fast.eager()` (the
 sampling path) runs them eagerly on its own thread only; flat packed rows take the form
-launched from Python. On the CPU Inductor compiles to
-C++, so this runs in CI (about 20 s)."""
+launched from Python. On the CPU Inductor compiles to C++, so this runs in CI (about 20 s)."""
 
 from __future__ import annotations
 
