@@ -106,23 +106,22 @@ def varlen_attention(
     if query_BHTD.shape[0] != 1 or dropout:
         raise ValueError("varlen attention takes one flat row and no dropout")
     assert max_length_q is not None
-    fn, params = VARLEN_ATTN, _PARAMS
     head_dim = query_BHTD.shape[-1]
     extra: dict[str, Any] = {}
-    if scaling is not None and "scale" in params:
+    if scaling is not None and "scale" in _PARAMS:
         extra["scale"] = scaling
     elif scaling is not None and not math.isclose(scaling, head_dim**-0.5):
         query_BHTD = query_BHTD * (scaling * math.sqrt(head_dim))  # the kernel's scale is fixed
     groups = query_BHTD.shape[1] // key_BHTD.shape[1]
-    if groups > 1 and "enable_gqa" in params:
+    if groups > 1 and "enable_gqa" in _PARAMS:
         extra["enable_gqa"] = True
     elif groups > 1:
         key_BHTD, value_BHTD = repeat_kv(key_BHTD, groups), repeat_kv(value_BHTD, groups)
-    if "window_size" in params:  # torch >= 2.12: causal is a (left, right) window
+    if "window_size" in _PARAMS:  # torch >= 2.12: causal is a (left, right) window
         extra["window_size"] = (-1, 0)
     else:
         extra["is_causal"] = True
-    out_THD = fn(
+    out_THD = VARLEN_ATTN(
         query_BHTD[0].transpose(0, 1).contiguous(),
         key_BHTD[0].transpose(0, 1).contiguous(),
         value_BHTD[0].transpose(0, 1).contiguous(),

@@ -30,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from thinker.engine.futures import EngineFuture, OrderedExecutor
 from thinker.engine.local import fast
 from thinker.engine.local.decode import EagerDecoder, GraphDecoder
-from thinker.engine.local.forward import target_logprobs, token_ranges
+from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
 from thinker.errors import ConfigError
 
 DEFAULT_MAX_TOKENS = 512
@@ -201,12 +201,8 @@ class LocalSamplingClient:
             self._device,
             pack=pack,
         )
-        flat = torch.cat(logprobs).float().cpu().tolist()  # one copy to the host, not one each
-        start = 0
-        for i in scored:
-            end = start + len(prompts[i]) - 1
-            answers[i] = [None, *flat[start:end]]
-            start = end
+        for i, lp in zip(scored, to_host(logprobs), strict=True):
+            answers[i] = [None, *lp.tolist()]
         return answers
 
     def _sample(self, *args: Any) -> types.SampleResponse:

@@ -23,7 +23,7 @@ from transformers import PreTrainedTokenizerBase
 from thinker.engine.futures import EngineFuture, OrderedExecutor
 from thinker.engine.local import checkpoints, fast, memory
 from thinker.engine.local.checkpoints import CheckpointPath
-from thinker.engine.local.forward import target_logprobs, token_ranges
+from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
 from thinker.engine.local.models import Placement
 from thinker.engine.local.sampling import LocalSamplingClient, SharedWeights
 from thinker.engine.losses import REQUIRED_INPUTS, get_loss_fn
@@ -338,10 +338,7 @@ def _input(datum: types.Datum, key: str, index: int) -> Tensor:
 
 
 def _output(logprobs: list[Tensor], metrics: dict[str, float]) -> types.ForwardBackwardOutput:
-    outputs = [
-        {"logprobs": types.TensorData.from_numpy(lp.detach().float().cpu().numpy())}
-        for lp in logprobs
-    ]
+    outputs = [{"logprobs": types.TensorData.from_numpy(lp.numpy())} for lp in to_host(logprobs)]
     return types.ForwardBackwardOutput(
         loss_fn_output_type="TorchLossReturn", loss_fn_outputs=outputs, metrics=metrics
     )
