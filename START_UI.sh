@@ -15,6 +15,5 @@ if [ -f frontend/package.json ]; then
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
-export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 echo "[thinker] starting on http://${THINKER_HOST:-127.0.0.1}:${THINKER_PORT:-8000} (Ctrl-C to stop)"
 exec thinker serve "$@"

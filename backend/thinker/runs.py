@@ -48,6 +48,27 @@ class RunLogger:
         if self.echo:
             print(f"[thinker] {kind}: {json.dumps(payload)}", flush=True)
 
+    def rewind(self, step: int, stage: str | None = None) -> int:
+        """Drop the metrics rows of `stage` after `step`: a run resumed from the checkpoint at
+        `step` trains those steps again, and its curve must not hold both attempts."""
+        return rewind_metrics(self.run_dir / METRICS_FILE, step, stage)
+
+
+def rewind_metrics(path: Path, step: int, stage: str | None = None) -> int:
+    """Rewrite `path` (atomically) without the rows of `stage` whose step is after `step`;
+    returns how many rows were dropped."""
+    rows = read_jsonl(path)
+    kept = [r for r in rows if r.get("stage") != stage or r.get("step", 0) <= step]
+    if len(kept) == len(rows):
+        return 0
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r, allow_nan=False) + "\n" for r in kept)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return len(rows) - len(kept)
+
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
     """Append one JSON line and fsync it: a crash never leaves a half-written line behind.

@@ -161,3 +161,35 @@ def test_preference_step_in_passes_equals_one_pass(
     for name in one.keys() - {"step_time_s", "grad_norm"}:
         assert split[name] == pytest.approx(one[name], rel=1e-5, abs=1e-7), name
     assert split["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-4)
+
+
+def test_a_resumed_run_splits_its_steps_as_its_checkpoint_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The split comes from free memory, which differs from moment to moment; a resumed run
+    reuses the split its checkpoint recorded (a different one would sum each step's gradients
+    in another order: not bit for bit the uninterrupted run), and drops the metrics the
+    interrupted attempt logged after that checkpoint."""
+    from tests.integration.crashing import Crash, CrashingLogger
+    from thinker.engine.local import memory
+
+    monkeypatch.setattr(memory, "free_memory", lambda device: 20 * memory.GiB)
+    config = _sl_config(tmp_path, max_steps=6, save_every=2)
+    with pytest.raises(Crash):
+        asyncio.run(sl.main(config, logger=CrashingLogger(tmp_path, crash_after=3)))
+    recorded = [c["micro_batch_size"] for c in read_jsonl(tmp_path / "checkpoints.jsonl")]
+    assert recorded == [16]
+    assert [m["step"] for m in read_jsonl(tmp_path / METRICS_FILE)] == [1, 2, 3]
+
+    monkeypatch.setattr(memory, "free_memory", lambda device: 0)  # now only MIN_TOKENS fit
+    _, logger = _run(sl.main, config)
+    assert logger.plan()["micro_batch_size"] == 16
+    assert logger.plan()["start_step"] == 2
+    out = capsys.readouterr().out
+    assert "micro_batch_size 16 as the checkpoint recorded" in out
+    assert "1 metrics row(s) of the earlier attempt after it are dropped" in out
+    assert [m["step"] for m in read_jsonl(tmp_path / METRICS_FILE)] == [1, 2, 3, 4, 5, 6]
+
+    # a fresh run under the same pressure splits by memory: the pin above was the checkpoint's
+    _, fresh = _run(sl.main, _sl_config(tmp_path / "fresh", max_steps=1))
+    assert fresh.plan()["micro_batch_size"] < 16

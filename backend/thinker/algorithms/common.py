@@ -64,6 +64,7 @@ class Start:
     client: Any
     step: int  # optimizer steps already done (0 unless resumed)
     result: RunResult  # what to return if no step is left to run
+    micro_batch_size: int | None = None  # resumed: the split its checkpoint recorded
 
 
 def prepare_run(
@@ -89,14 +90,28 @@ def make_service(config: LoopConfig, run_dir: Path) -> ServiceClient:
 async def start_or_resume(
     config: LoopConfig, service: ServiceClient, run_dir: Path, logger: MetricsLogger
 ) -> Start:
-    """Resume from the last line of checkpoints.jsonl; else start from `init_from` or fresh."""
+    """Resume from the last line of checkpoints.jsonl; else start from `init_from` or fresh.
+
+    Either way, metrics an earlier attempt logged after the point this one starts from are
+    dropped (the steps are trained again), and the log says so."""
     last = (read_jsonl(run_dir / CHECKPOINTS_FILE) or [None])[-1]
+    step = last["step"] if last is not None else 0
+    rewind: Callable[[int, str | None], int] | None = getattr(logger, "rewind", None)
+    dropped = rewind(step, getattr(logger, "stage", None)) if rewind is not None else 0
+    if dropped:
+        where = f"the checkpoint at step {step}" if last else "step 0 (no checkpoint was saved)"
+        print(
+            f"[thinker] resuming from {where}: {dropped} metrics row(s) of the earlier attempt "
+            "after it are dropped and those steps train again (save_every sets how often "
+            "checkpoints are written)",
+            flush=True,
+        )
     if last is not None:
         path = last["state_path"]
         client = await service.create_training_client_from_state_with_optimizer(path)
-        logger.log_event("resumed", {"step": last["step"], "state_path": path})
-        done = RunResult(last["step"], {}, path, last["sampler_path"])
-        return Start(client, last["step"], done)
+        logger.log_event("resumed", {"step": step, "state_path": path})
+        done = RunResult(step, {}, path, last["sampler_path"])
+        return Start(client, step, done, last.get("micro_batch_size"))
     if config.init_from is not None:
         client = await service.create_training_client_from_state(config.init_from)
         logger.log_event("initialised", {"from": config.init_from})
@@ -133,6 +148,7 @@ def plan_batch(
     batch_size: int,
     micro_batch_size: int | None,
     unit: str = "examples",
+    resumed_micro_batch_size: int | None = None,
 ) -> BatchPlan:
     """Choose the examples per optimizer step and per forward_backward pass.
 
@@ -153,8 +169,19 @@ def plan_batch(
         batch_size: The config's batch_size.
         micro_batch_size: The config's micro_batch_size; None = as many as fit.
         unit: What an example is called in the explanation ("examples", "pairs").
+        resumed_micro_batch_size: The split a resumed run's checkpoint recorded. It is
+            reused, so that each step sums its gradients in the same passes, in the same
+            order, as the run before the interruption (free memory differs from moment to
+            moment, and a different split changes the float sums).
     """
     batch = batch_size
+    if micro_batch_size is None and resumed_micro_batch_size is not None:
+        micro = min(batch, resumed_micro_batch_size)
+        why = (
+            f"micro_batch_size {micro} as the checkpoint recorded (a resumed run splits its "
+            f"steps as before); batch_size {batch} -> {math.ceil(batch / micro)} pass(es)"
+        )
+        return BatchPlan(batch, micro, math.ceil(batch / micro), why)
     get_budget: Callable[[], Budget] | None = getattr(client, "memory_budget", None)
     budget = get_budget() if get_budget is not None else None
     longest = max(lengths, default=1)

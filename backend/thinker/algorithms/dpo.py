@@ -152,7 +152,14 @@ async def main(
     logger.log_event("reference", {"reference_path": reference_path or config.base_model})
     train_pairs, eval_pairs = await _datasets(config, client.get_tokenizer(), reference)
     lengths = [pair_tokens(pair.chosen, pair.rejected) for pair in train_pairs]
-    plan = plan_batch(client, lengths, config.batch_size, config.micro_batch_size, "pairs")
+    plan = plan_batch(
+        client,
+        lengths,
+        config.batch_size,
+        config.micro_batch_size,
+        "pairs",
+        resumed_micro_batch_size=start.micro_batch_size,
+    )
     steps_per_epoch = max(1, len(train_pairs) // plan.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
     log_plan(logger, plan, total_steps, start.step)
@@ -184,7 +191,12 @@ async def main(
                 metrics = await _finish_step(pending, logger)
                 pending = None
             result = await save_checkpoint(
-                client, run_dir, done, logger, reference_path=reference_path
+                client,
+                run_dir,
+                done,
+                logger,
+                reference_path=reference_path,
+                micro_batch_size=plan.micro_batch_size,
             )
     if pending is not None:
         metrics = await _finish_step(pending, logger)

@@ -280,7 +280,14 @@ async def train_reward_model(
     train_pairs, eval_pairs = _datasets(config)
     train_data = [_pair_datums(renderer, pair, config.max_length) for pair in train_pairs]
     lengths = [pair_tokens(a, b) for a, b in train_data]
-    plan = plan_batch(client, lengths, config.batch_size, config.micro_batch_size, "pairs")
+    plan = plan_batch(
+        client,
+        lengths,
+        config.batch_size,
+        config.micro_batch_size,
+        "pairs",
+        resumed_micro_batch_size=start.micro_batch_size,
+    )
     steps_per_epoch = max(1, len(train_data) // plan.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
     log_plan(logger, plan, total_steps, start.step)
@@ -311,7 +318,9 @@ async def train_reward_model(
             if pending is not None:
                 metrics = await _finish_step(pending, logger)
                 pending = None
-            result = await save_checkpoint(client, run_dir, done, logger)
+            result = await save_checkpoint(
+                client, run_dir, done, logger, micro_batch_size=plan.micro_batch_size
+            )
     if pending is not None:
         metrics = await _finish_step(pending, logger)
     result.steps = total_steps

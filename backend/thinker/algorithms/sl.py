@@ -56,7 +56,13 @@ async def main(
     client = start.client
     train_data, eval_data = _datasets(config, client.get_tokenizer())
     lengths = [d.model_input.length for d in train_data]
-    plan = plan_batch(client, lengths, config.batch_size, config.micro_batch_size)
+    plan = plan_batch(
+        client,
+        lengths,
+        config.batch_size,
+        config.micro_batch_size,
+        resumed_micro_batch_size=start.micro_batch_size,
+    )
     steps_per_epoch = max(1, len(train_data) // plan.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
     log_plan(logger, plan, total_steps, start.step)
@@ -82,7 +88,9 @@ async def main(
             if pending is not None:
                 metrics = await _finish_step(pending, logger)
                 pending = None
-            result = await save_checkpoint(client, run_dir, done, logger)
+            result = await save_checkpoint(
+                client, run_dir, done, logger, micro_batch_size=plan.micro_batch_size
+            )
     if pending is not None:
         metrics = await _finish_step(pending, logger)
     result.steps = total_steps

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from peft.tuners.tuners_utils import BaseTunerLayer
@@ -142,11 +143,32 @@ def fixed_bytes(model: torch.nn.Module, shape: ModelShape) -> int:
 
 def free_memory(device: torch.device) -> int:
     """Bytes free on `device`: on CUDA what the driver reports plus what PyTorch's caching
-    allocator holds unused; on the CPU the available RAM (page cache not counted)."""
+    allocator holds unused; on the CPU the RAM available to this process (see
+    `available_ram`)."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return available_ram()
+
+
+def available_ram(meminfo: str | None = None, cgroup_dir: str = "/sys/fs/cgroup") -> int:
+    """RAM a new allocation can have: the kernel's MemAvailable (free pages plus the page
+    cache and slabs it can reclaim; "free" alone reads near zero on a machine that has read
+    many files), capped by the cgroup's memory.max less its memory.current."""
+    try:
+        text = meminfo if meminfo is not None else Path("/proc/meminfo").read_text()
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        available = int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        limit = Path(cgroup_dir, "memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path(cgroup_dir, "memory.current").read_text())
+            available = min(available, max(0, int(limit) - used))
+    except (OSError, ValueError):
+        pass
+    return available
 
 
 @dataclass(frozen=True)

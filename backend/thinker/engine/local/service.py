@@ -23,6 +23,7 @@ from thinker.engine.local.models import (
     lora_target_modules,
 )
 from thinker.engine.local.sampling import LocalSamplingClient
+from thinker.engine.local.threads import apply_threads
 from thinker.engine.local.training import ADAPTER_FILE, LocalTrainingClient, LoraSpec
 from thinker.errors import ConfigError
 
@@ -77,6 +78,8 @@ class LocalServiceClient:
     # ------------------------------------------------------------------------------------
     def _training_client(self, spec: LoraSpec) -> LocalTrainingClient:
         base = load_base_model(spec.base_model, self.placement)
+        if self.placement.device.type == "cpu":
+            apply_threads(base)
         if self.placement.quantization is not None:
             # QLoRA is the memory-first mode: keep one layer's activations at a time and
             # recompute the rest in backward (about a third more compute).
@@ -122,6 +125,8 @@ class LocalServiceClient:
                 adapter = load_file(directory / ADAPTER_FILE, device=str(self.placement.device))
             return host.shared_sampling_client(model_path, adapter)
         model = load_base_model(base_model, self.placement)
+        if self.placement.device.type == "cpu":
+            apply_threads(model)
         if directory is not None:
             model = _merged(model, directory)
         return LocalSamplingClient(
