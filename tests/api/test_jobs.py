@@ -130,7 +130,7 @@ def test_rlhf_needs_a_dataset_of_the_right_kind_for_each_stage(held: TestClient)
     )
     assert missing.status_code == 422
     assert sorted(missing.json()["problems"]) == [
-        "config.rl: a mapping of the rl stage's settings, with a dataset_id",
+        "config.rl.dataset_id: required (the id of a dataset of kind problems)",
         f"config.rm.dataset_id: dataset {prompts} holds problems rows; rm trains on preferences",
     ]
     ok = held.post(

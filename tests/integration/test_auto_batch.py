@@ -171,6 +171,7 @@ def test_a_resumed_run_splits_its_steps_as_its_checkpoint_recorded(
     in another order: not bit for bit the uninterrupted run), and drops the metrics the
     interrupted attempt logged after that checkpoint."""
     from tests.integration.crashing import Crash, CrashingLogger
+
     from thinker.engine.local import memory
 
     monkeypatch.setattr(memory, "free_memory", lambda device: 20 * memory.GiB)

@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,10 +45,12 @@ from thinker.jobs.events import (
 )
 from thinker.jobs.procs import is_alive, start_time
 from thinker.jobs.spec import DatasetRef, build_spec
+from thinker.jobs.start import StartPoint, batch_problems, proposal_for, resolve_start
 from thinker.jobs.worker import CONTROL_FILE, HEARTBEAT_FILE, JOB_FILE, LOG_FILE, log_tail
 from thinker.store import Dataset, Job, Model, new_id, now
 
 if TYPE_CHECKING:
+    from thinker.pipeline.proposal import Proposal
     from thinker.server.platform import Platform
 
 log = logging.getLogger("thinker.jobs")
@@ -132,19 +135,33 @@ class JobManager:
             existing = await self._by_key(idempotency_key)
             if existing is not None:
                 return existing, False
-        spec = build_spec(algorithm, backend, base_model, dataset_id, config, await self._refs())
         if backend == "tinker" and self._tinker_key() is None:
             raise ConfigError(
                 "backend: tinker needs a Tinker API key; store one with PUT "
                 "/api/settings/tinker-key (or set TINKER_API_KEY for the server)"
             )
+        start, proposal, lookup = await self.propose(
+            algorithm, backend, base_model, dataset_id, config
+        )
+        config = proposal.request_config()  # what the request gave, the rest proposed
+        spec = build_spec(
+            algorithm,
+            backend,
+            start.base_model,
+            dataset_id,
+            config,
+            lookup,
+            server_set=start.overrides(algorithm),
+            problems=batch_problems(algorithm, proposal, config),
+        )
         job_id = new_id("job")
         job = Job(
             id=job_id,
-            name=name or f"{algorithm}-{base_model.rsplit('/', 1)[-1]}",
+            name=await self._unique_name(name or self._default_name(algorithm, dataset_id)),
             algorithm=algorithm,
             backend=backend,
-            base_model=base_model,
+            base_model=start.base_model,
+            parent_model_id=start.parent.id if start.parent is not None else None,
             dataset_id=dataset_id,
             config=config,
             state="queued",
@@ -162,6 +179,8 @@ class JobManager:
             "section": spec.section,
             "datasets": datasets,
         }
+        if start.parent is not None:
+            record["start"] = {"model_id": start.parent.id, "sampler_path": start.sampler_path}
         (run_dir / JOB_FILE).write_text(json.dumps(record, indent=2))
         try:
             async with self.platform.sessions() as session:
@@ -175,6 +194,41 @@ class JobManager:
             return existing, False
         self._append(job_id, "state", {"state": "queued"})
         return job, True
+
+    async def propose(
+        self,
+        algorithm: str,
+        backend: str,
+        base_model: str,
+        dataset_id: str | None,
+        config: dict[str, Any],
+    ) -> tuple[StartPoint, Proposal, Callable[[str], DatasetRef | None]]:
+        """The job's start (its base model checked) and the settings proposed for it."""
+        async with self.platform.sessions() as session:
+            start = await resolve_start(session, self.settings.runs_dir, base_model, backend)
+        if start.parent is not None and algorithm == "rlhf":
+            raise ConfigError(
+                "base_model: rlhf starts from a base model (its SL stage makes the policy); "
+                "continue a library model with sl, dpo or rl"
+            )
+        lookup = await self._refs()
+        return start, proposal_for(algorithm, start, dataset_id, config, lookup), lookup
+
+    def _default_name(self, algorithm: str, dataset_id: str | None) -> str:
+        return f"{algorithm}-{dataset_id or 'job'}"
+
+    async def _unique_name(self, name: str) -> str:
+        """`name`, or `name (2)`, `name (3)`, ... where a job already has it: model pickers
+        list models by their job's name."""
+        async with self.platform.sessions() as session:
+            taken = set(
+                (await session.scalars(select(Job.name).where(Job.name.startswith(name)))).all()
+            )
+        n, candidate = 1, name
+        while candidate in taken:
+            n += 1
+            candidate = f"{name} ({n})"
+        return candidate
 
     async def cancel(self, job_id: str) -> Job:
         """Cancel a job: at once if nothing runs, else by stopping its worker."""
@@ -198,6 +252,8 @@ class JobManager:
             finished_at=None,
             pid=None,
             pid_start=None,
+            retryable=None,
+            report=None,
         )
         if not changed:
             raise ConflictError(
@@ -264,12 +320,15 @@ class JobManager:
         async with self.platform.sessions() as session:
             return await session.scalar(select(Job).where(Job.idempotency_key == key))
 
-    async def _refs(self) -> Any:
+    async def _refs(self) -> Callable[[str], DatasetRef | None]:
         from thinker.server.datasets import dataset_file
 
         async with self.platform.sessions() as session:
             rows = (await session.scalars(select(Dataset))).all()
-        refs = {d.id: DatasetRef(d.id, d.kind, dataset_file(self.settings, d.id)) for d in rows}
+        refs = {
+            d.id: DatasetRef(d.id, d.kind, dataset_file(self.settings, d.id), d.num_rows)
+            for d in rows
+        }
         return refs.get
 
     def _tinker_key(self) -> str | None:
@@ -348,6 +407,8 @@ class JobManager:
             job.step = max(job.step, int(data.get("step", 0)))
         elif kind == "checkpoint" and data.get("sampler_path"):
             await self._add_model(session, job, data)
+        elif kind == "report":
+            job.report = data
 
     def _apply_state(self, job: Job, data: dict[str, Any]) -> None:
         state = data.get("state")
@@ -363,6 +424,8 @@ class JobManager:
         job.finished_at = now()
         if state == "succeeded":
             job.step = int(data.get("steps", job.step))
+        if state == "failed":
+            job.retryable = data.get("retryable")
 
     async def _add_model(self, session: Any, job: Job, data: dict[str, Any]) -> None:
         path = str(data["sampler_path"])
@@ -516,6 +579,8 @@ class JobManager:
             env["CUDA_VISIBLE_DEVICES"] = device.split(":")[1]
         elif job.resource == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
+            # CPU workers share the cores: the engine divides them (engine/local/threads.py)
+            env.setdefault("THINKER_CPU_JOBS", str(max(1, self.settings.max_cpu_jobs)))
         key = self._tinker_key() if job.backend == "tinker" else None
         if key:
             env["TINKER_API_KEY"] = key

@@ -37,6 +37,7 @@ class DatasetRef:
     id: str
     kind: str
     path: Path
+    rows: int = 0
 
 
 @dataclass
@@ -54,11 +55,14 @@ def build_spec(
     dataset_id: str | None,
     config: dict[str, Any],
     lookup: Callable[[str], DatasetRef | None],
+    server_set: dict[str, str] | None = None,
+    problems: list[str] | None = None,
 ) -> JobSpec:
     """Resolve dataset ids and validate the whole config; raises ConfigError listing every
-    problem."""
+    problem (with `problems` found before). `server_set` holds the SERVER_SET values the
+    server itself chose (a continued model's `init_from` and DPO `reference_path`)."""
     raw = _copy(config)
-    problems = find_secrets(raw, "config")
+    problems = [*(problems or []), *find_secrets(raw, "config")]
     for key in ("algorithm", "backend", "base_model"):
         if key in raw:
             problems.append(f"config.{key}: give it at the top level of the request, not in config")
@@ -74,7 +78,13 @@ def build_spec(
             problems += _resolve(
                 part, "eval_dataset", eval_id, where, stage_algorithm, datasets, lookup
             )
-    section = {**raw, "algorithm": algorithm, "backend": backend, "base_model": base_model}
+    section = {
+        **raw,
+        **(server_set or {}),
+        "algorithm": algorithm,
+        "backend": backend,
+        "base_model": base_model,
+    }
     try:  # also when a dataset is missing (a placeholder stands in): report everything at once
         validated = _ADAPTER.validate_python(section)
         section = validated.model_dump(mode="json", exclude={"log_path"})

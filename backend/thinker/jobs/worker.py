@@ -2,8 +2,9 @@
 
 It reads `job.json` (written by the server when the job was created), runs the algorithm
 with the run directory as its durable record, and reports through `events.jsonl`: `running`,
-`plan`, `metrics`, `log`, `checkpoint`, ..., then one final `state` event (succeeded, failed
-with the reason and the log tail, or cancelled / paused / interrupted when stopped). It
+`plan`, `metrics`, `log`, `checkpoint`, ..., `report` (whether it learned, also written to
+`report.json`), then one final `state` event (succeeded, failed with the reason, the log tail
+and whether a resume may help, or cancelled / paused / interrupted when stopped). It
 touches `heartbeat` every few seconds. SIGTERM stops it between steps: the server writes
 `control.json` (`{"stop": "cancel" | "pause"}`) first, so the worker records why it stopped.
 Everything it needs is in the run directory, so a worker outlives a server that dies.
@@ -20,11 +21,15 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thinker.jobs.events import append_event
 from thinker.pipeline.metadata import scrub
 from thinker.runs import RunLogger
+
+if TYPE_CHECKING:
+    from thinker.algorithms.common import RunResult
+    from thinker.pipeline.config import TrainingSection
 
 JOB_FILE = "job.json"
 CONTROL_FILE = "control.json"
@@ -48,6 +53,10 @@ class JobLogger:
         tag = {"stage": self.stage} if self.stage else {}
         self._run_log.log_metrics({**tag, **metrics}, step)  # type: ignore[dict-item]
         append_event(self.run_dir, "metrics", {"step": step, **tag, "metrics": metrics})
+
+    def rewind(self, step: int, stage: str | None = None) -> int:
+        """Drop metrics of `stage` after `step` (a resumed attempt trains them again)."""
+        return self._run_log.rewind(step, stage)
 
     def log_event(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == "stage":
@@ -130,7 +139,9 @@ def run(run_dir: Path) -> int:
         flush=True,
     )
     try:
-        result = _train(run_dir, spec)
+        section = _section(spec)
+        result = _train(run_dir, spec, section)
+        _report(run_dir, spec, section, result)
     except KeyboardInterrupt:
         state = {"cancel": "cancelled", "pause": "paused"}.get(_stop_requested(run_dir) or "")
         state = state or "interrupted"
@@ -149,32 +160,64 @@ def run(run_dir: Path) -> int:
     except BaseException as e:  # noqa: BLE001 - every failure is reported, then the exit code
         traceback.print_exc()
         reason = scrub(_describe(e), secrets)
-        append_event(
-            run_dir, "state", {"state": "failed", "reason": reason, "log_tail": log_tail(run_dir)}
-        )
+        failed = {"state": "failed", "reason": reason, "log_tail": log_tail(run_dir)}
+        append_event(run_dir, "state", {**failed, "retryable": retryable(e)})
         return 1
     finally:
         stop.set()
-    append_event(run_dir, "state", {"state": "succeeded", **result})
-    return 0
-
-
-def _train(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
-    from pydantic import TypeAdapter
-
-    from thinker.pipeline.config import TrainingConfig
-    from thinker.pipeline.train import train_section
-
-    section = TypeAdapter(TrainingConfig).validate_python(spec["section"])
-    _write_metadata(run_dir, spec, section)
-    logger = JobLogger(run_dir)
-    result = asyncio.run(train_section(section, run_dir, run_dir, logger=logger))
-    return {
+    succeeded = {
         "steps": result.steps,
         "final_metrics": result.final_metrics,
         "state_path": result.state_path,
         "sampler_path": result.sampler_path,
     }
+    append_event(run_dir, "state", {"state": "succeeded", **succeeded})
+    return 0
+
+
+def _section(spec: dict[str, Any]) -> TrainingSection:
+    from pydantic import TypeAdapter
+
+    from thinker.pipeline.config import TrainingConfig
+
+    return TypeAdapter(TrainingConfig).validate_python(spec["section"])  # type: ignore[no-any-return]
+
+
+def _train(run_dir: Path, spec: dict[str, Any], section: TrainingSection) -> RunResult:
+    from thinker.pipeline.train import train_section
+
+    _write_metadata(run_dir, spec, section)
+    logger = JobLogger(run_dir)
+    return asyncio.run(train_section(section, run_dir, run_dir, logger=logger))
+
+
+def _report(
+    run_dir: Path, spec: dict[str, Any], section: TrainingSection, result: RunResult
+) -> None:
+    """Judge the trained model on held-out data: report.json, then a `report` event. Building
+    it never raises (a failure is a report with verdict "unknown")."""
+    from thinker.pipeline.metadata import write_json_atomically
+    from thinker.pipeline.report import REPORT_FILE, build_report
+
+    start = (spec.get("start") or {}).get("sampler_path")  # a job continuing a library model
+    print("[thinker] report: answering held-out prompts with the trained and base models")
+    report = asyncio.run(build_report(section, run_dir, result, start))
+    write_json_atomically(run_dir / REPORT_FILE, report)
+    append_event(run_dir, "report", report)
+    print(f"[thinker] report: {report['verdict']}", flush=True)
+
+
+def retryable(e: BaseException) -> bool:
+    """Whether resuming a job that failed with `e` may help: not after an error the same
+    settings repeat (config, dataset, checkpoint, backend) nor after running out of memory;
+    yes after anything else (a crash or a lost resource may pass)."""
+    from thinker.errors import BackendError, CheckpointError, ConfigError, DatasetError
+
+    lasting = (ConfigError, DatasetError, CheckpointError, BackendError, MemoryError)
+    torch = sys.modules.get("torch")  # loaded by training; never imported just for this
+    if torch is not None:
+        lasting += (torch.OutOfMemoryError,)
+    return not isinstance(e, lasting)
 
 
 def _write_metadata(run_dir: Path, spec: dict[str, Any], section: Any) -> None:

@@ -97,6 +97,33 @@ async def evaluate(
     Raises:
         DatasetError: No examples, or one that does not end with an assistant message.
     """
+    results = await score(
+        conversations,
+        sampling_client,
+        renderer,
+        train_on_what=train_on_what,
+        max_length=max_length,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        seed=seed,
+    )
+    if output is not None:
+        _write_jsonl(output, [r.to_json() for r in results])
+    return summarize(results)
+
+
+async def score(
+    conversations: list[list[Message]],
+    sampling_client: Any,
+    renderer: Renderer,
+    *,
+    train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE,
+    max_length: int | None = None,
+    max_tokens: int = 64,
+    temperature: float = 0.0,
+    seed: int | None = 0,
+) -> list[SampleResult]:
+    """`evaluate`'s per-example results (same arguments, no output file)."""
     if not conversations:
         raise DatasetError("the evaluation set is empty")
     params = types.SamplingParams(
@@ -110,10 +137,7 @@ async def evaluate(
         _submit(i, messages, sampling_client, renderer, params, train_on_what, max_length)
         for i, messages in enumerate(conversations)
     ]
-    results = [await _collect(p, renderer) for p in pending]
-    if output is not None:
-        _write_jsonl(output, [r.to_json() for r in results])
-    return summarize(results)
+    return [await _collect(p, renderer) for p in pending]
 
 
 def summarize(results: list[SampleResult]) -> dict[str, float]:
@@ -201,12 +225,18 @@ def eval_conversations(config: PipelineConfig) -> list[list[Message]]:
             f"no evaluation.dataset: after {final.algorithm} the eval stage generates answers "
             "only on a set of chat rows named there"
         )
-    elif final.eval_dataset is not None:
-        conversations = load_conversations(final.eval_dataset)
     else:
-        conversations = load_conversations(final.dataset)
-        _, conversations = split_train_eval(conversations, final.eval_fraction, final.seed)
+        conversations = sl_held_out(final)
     return conversations[: ev.max_samples] if ev.max_samples else conversations
+
+
+def sl_held_out(section: SLTraining) -> list[list[Message]]:
+    """The examples SL held out: `eval_dataset`, else the exact split of `dataset` (same
+    fraction, same seed; empty when `eval_fraction` is 0)."""
+    if section.eval_dataset is not None:
+        return load_conversations(section.eval_dataset)
+    conversations = load_conversations(section.dataset)
+    return split_train_eval(conversations, section.eval_fraction, section.seed)[1]
 
 
 def generates(config: PipelineConfig) -> bool:
@@ -245,7 +275,7 @@ def run_evaluation(
     (None: the base model). `storage_dir` is where the run's thinker:// paths live."""
     final, ev = config.final, config.evaluation
     conversations = eval_conversations(config)
-    train_on_what, max_length = _eval_rendering(final)
+    train_on_what, max_length = eval_rendering(final)
 
     async def go() -> dict[str, float]:
         if final.backend == "local":
@@ -273,7 +303,7 @@ def run_evaluation(
     return asyncio.run(go())
 
 
-def _eval_rendering(section: TrainingSection) -> tuple[TrainOnWhat, int | None]:
+def eval_rendering(section: TrainingSection) -> tuple[TrainOnWhat, int | None]:
     """Which tokens the NLL covers and where examples are cut: as SL trained, else the last
     assistant message, cut where the algorithm cuts its sequences (RL does not)."""
     if isinstance(section, SLTraining):

@@ -119,6 +119,7 @@ def _operation_id(route: APIRoute) -> str:
 
 def _add_routes(app: FastAPI) -> None:
     from thinker.server.routes import (
+        base_models,
         dataset_import,
         dataset_insights,
         datasets,
@@ -134,6 +135,7 @@ def _add_routes(app: FastAPI) -> None:
     api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
     routers = (
         health,
+        base_models,
         datasets,
         dataset_import,
         dataset_insights,

@@ -34,6 +34,7 @@ from thinker.engine.local import checkpoints
 from thinker.engine.local.models import Placement, load_base_model, load_tokenizer
 from thinker.engine.local.training import ADAPTER_FILE
 from thinker.errors import CheckpointError, ConflictError, NotFoundError
+from thinker.jobs.start import checkpoint_dirs
 from thinker.server.settings import Settings
 from thinker.store import Dataset, Job, Model
 
@@ -152,13 +153,7 @@ def sampler_dir(settings: Settings, model: Model) -> Path:
 
 
 def _storage_dirs(settings: Settings, model: Model) -> list[Path]:
-    """Where the model's job keeps checkpoints: its run directory, or its stage's within it."""
-    checkpoints.check_name(model.job_id)  # server-made ids; checked since they become paths
-    run_dir = settings.runs_dir / model.job_id
-    if model.stage:
-        checkpoints.check_name(model.stage)
-        return [run_dir / model.stage, run_dir]
-    return [run_dir]
+    return checkpoint_dirs(settings.runs_dir, model)
 
 
 def _local_dir_or_none(settings: Settings, model: Model) -> Path | None:

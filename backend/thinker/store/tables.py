@@ -84,6 +84,12 @@ class Job(Base):
     started_at: Mapped[float | None] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
+    # The library model (mdl_...) the job continues from; None: a fresh adapter on base_model
+    parent_model_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    # Whether it learned, written when it ends: held-out metrics vs the base model's, warnings
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # A failed job: whether resuming can help (False: the same settings fail the same way)
+    retryable: Mapped[bool | None] = mapped_column(Boolean)
 
 
 class Model(Base):

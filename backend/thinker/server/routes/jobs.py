@@ -11,6 +11,10 @@ from fastapi import APIRouter, Header, Query, Response, status
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
+from thinker.algorithms.dpo_config import DPOConfig
+from thinker.algorithms.reward_model_config import RewardModelConfig
+from thinker.algorithms.rl_config import RLConfig
+from thinker.algorithms.sl_config import SLConfig
 from thinker.errors import NotFoundError
 from thinker.jobs.events import read_events
 from thinker.jobs.worker import LOG_FILE
@@ -19,6 +23,12 @@ from thinker.server.deps import PlatformDep, SessionDep
 from thinker.store import Job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
+CONFIG_SCHEMAS = {
+    "sl": SLConfig.model_json_schema(),
+    "dpo": DPOConfig.model_json_schema(),
+    "rl": RLConfig.model_json_schema(),
+    "rm": RewardModelConfig.model_json_schema(),
+}
 
 JobState = Literal[
     "queued", "starting", "running", "succeeded", "failed", "cancelled", "paused", "interrupted"
@@ -55,6 +65,9 @@ class JobPublic(BaseModel):
     eta_s: float | None  # seconds left at the pace so far
     attempts: int
     last_seq: int  # the last event number applied: where a live stream continues from
+    parent_model_id: str | None  # the library model it continues from (None: a fresh adapter)
+    report: dict[str, Any] | None  # when it ended: did it learn (held-out vs base, warnings)
+    retryable: bool  # whether resume can help (paused, interrupted, or a failure that may pass)
     heartbeat_at: datetime | None
     created_at: datetime
     started_at: datetime | None
@@ -63,10 +76,14 @@ class JobPublic(BaseModel):
     @classmethod
     def of(cls, job: Job) -> JobPublic:
         progress = job.step / job.total_steps if job.total_steps else None
+        retryable = job.state in ("paused", "interrupted") or (
+            job.state == "failed" and job.retryable is not False
+        )
         return cls(
             **{k: getattr(job, k) for k in _PLAIN},
             progress=progress,
             eta_s=_eta(job),
+            retryable=retryable,
             heartbeat_at=_time(job.heartbeat_at),
             created_at=_time(job.created_at),
             started_at=_time(job.started_at),
@@ -92,7 +109,37 @@ _PLAIN = [
     "total_steps",
     "attempts",
     "last_seq",
+    "parent_model_id",
+    "report",
 ]
+
+
+class JobProposalRequest(BaseModel):
+    algorithm: Literal["sl", "dpo", "rl", "rlhf"]
+    backend: Literal["local", "tinker"] = "local"
+    base_model: str = Field("thinker/tiny", min_length=1, max_length=300)
+    dataset_id: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)  # kept; the rest is proposed
+
+
+class StageProposalPublic(BaseModel):
+    stage: Literal["sl", "dpo", "rm", "rl"]
+    rows: int  # rows of its dataset
+    train_rows: int  # left to train on after the held-out share
+    steps: int
+    config: dict[str, Any]  # this stage's settings
+    why: list[str]  # one line per choice
+
+
+class JobProposal(BaseModel):
+    algorithm: str
+    base_model: str  # the model whose weights load (a library model's own base model)
+    parent_model_id: str | None  # the library model the job would continue
+    config: dict[str, Any]  # send as POST /api/jobs's config, as is
+    total_steps: int
+    train_rows: int  # of the main dataset: batch_size may not exceed it
+    stages: list[StageProposalPublic]
+    warnings: list[str]
 
 
 class JobsPublic(BaseModel):
@@ -177,6 +224,32 @@ async def read_jobs(
         query.order_by(Job.created_at.desc(), Job.id).offset(offset).limit(limit)
     )
     return JobsPublic(data=[JobPublic.of(j) for j in rows], count=count or 0)
+
+
+@router.post("/proposal")
+async def propose_job(body: JobProposalRequest, platform: PlatformDep) -> JobProposal:
+    """Hyperparameters proposed from the dataset and the base model (what the request's
+    config leaves out); POST /api/jobs fills a config the same way."""
+    start, proposal, _ = await platform.jobs.propose(
+        body.algorithm, body.backend, body.base_model, body.dataset_id, body.config
+    )
+    return JobProposal(
+        algorithm=body.algorithm,
+        base_model=start.base_model,
+        parent_model_id=start.parent.id if start.parent is not None else None,
+        config=proposal.request_config(),
+        total_steps=proposal.total_steps,
+        train_rows=proposal.train_rows,
+        stages=[StageProposalPublic(**vars(s)) for s in proposal.stages],
+        warnings=proposal.warnings,
+    )
+
+
+@router.get("/config-schema")
+async def read_config_schema() -> dict[str, dict[str, Any]]:
+    """Each algorithm's settings as JSON Schema (types and ranges): the forms check fields
+    with the server's own rules."""
+    return CONFIG_SCHEMAS
 
 
 @router.get("/{job_id}")

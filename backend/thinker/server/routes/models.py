@@ -56,8 +56,14 @@ class JobRef(BaseModel):
     state: str
 
 
+class ParentRef(BaseModel):
+    id: str  # the library model its job continued from
+    name: str | None  # None when that model has been deleted since
+
+
 class ModelLineage(BaseModel):
     base_model: str
+    parent_model: ParentRef | None  # what its job started from; None: a fresh adapter
     dataset: DatasetRef | None
     job: JobRef | None
     step: int
@@ -160,11 +166,16 @@ async def _detail(session: AsyncSession, platform: Platform, model: Model) -> Mo
         name = found.dataset.name if found.dataset is not None else None
         dataset = DatasetRef(id=model.dataset_id, name=name)
     job = JobRef.model_validate(found.job, from_attributes=True) if found.job else None
+    parent = None
+    if found.job is not None and found.job.parent_model_id is not None:
+        row = await session.get(Model, found.job.parent_model_id)
+        parent = ParentRef(id=found.job.parent_model_id, name=row.name if row else None)
     export = service.read_export(platform.settings, model.id)
     return ModelDetail(
         **ModelPublic.of(model).model_dump(),
         lineage=ModelLineage(
             base_model=model.base_model,
+            parent_model=parent,
             dataset=dataset,
             job=job,
             step=model.step,

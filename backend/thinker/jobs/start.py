@@ -1,0 +1,184 @@
+"""Where a job starts: its base model checked, a library model resolved, its settings proposed.
+
+A job names its start as `base_model`: a built-in, a hub id, a directory on the server, or a
+library model id (`mdl_...`, a sampler checkpoint of an earlier job). A library model is
+continued: the new job trains from that model's training state (`init_from`), on that
+model's own base model, and a DPO job takes it as its frozen reference. The checks run at
+creation, so a model that cannot be had is refused with its reason, not found missing by
+the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from thinker.engine.local import checkpoints
+from thinker.engine.local.hub import ModelFacts, inspect_model
+from thinker.errors import CheckpointError, ConfigError, NotFoundError
+from thinker.jobs.spec import DatasetRef
+from thinker.pipeline.proposal import DataFacts, Proposal, propose
+from thinker.store import Model
+
+INSPECT_TIMEOUT_S = 30.0  # a hub that does not answer: refuse rather than hang the request
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """The base model a job trains on and, when it continues a library model, that model."""
+
+    base_model: str  # the model whose weights load (a library model's own base model)
+    facts: ModelFacts
+    parent: Model | None = None  # the library model continued
+    init_from: str | None = None  # its training state: a directory here, or a tinker:// path
+    sampler_path: str | None = None  # its sampler weights, the same way
+
+    def overrides(self, algorithm: str) -> dict[str, str]:
+        """The settings the server sets for a continued model (users may not)."""
+        if self.init_from is None:
+            return {}
+        values = {"init_from": self.init_from}
+        if algorithm == "dpo" and self.sampler_path is not None:
+            values["reference_path"] = self.sampler_path  # DPO's reference: where it starts
+        return values
+
+
+def checkpoint_dirs(runs_dir: Path, model: Model) -> list[Path]:
+    """Where a model's job keeps its checkpoints: its run directory, or its stage's in it."""
+    checkpoints.check_name(model.job_id)  # server-made ids; checked since they become paths
+    run_dir = runs_dir / model.job_id
+    if model.stage:
+        checkpoints.check_name(model.stage)
+        return [run_dir / model.stage, run_dir]
+    return [run_dir]
+
+
+def local_checkpoint(runs_dir: Path, model: Model, path: str) -> Path:
+    """The directory of one of `model`'s local checkpoints (`path` a thinker:// path).
+
+    Raises:
+        NotFoundError: its files are gone.
+    """
+    for storage_dir in checkpoint_dirs(runs_dir, model):
+        try:
+            return checkpoints.resolve(path, storage_dir)
+        except CheckpointError:
+            continue
+    raise NotFoundError(
+        f"the files of model {model.id} are gone: its job's run directory has no checkpoint {path}"
+    )
+
+
+async def resolve_start(session: Any, runs_dir: Path, base_model: str, backend: str) -> StartPoint:
+    """Check `base_model` and say what the job starts from.
+
+    Raises:
+        ConfigError: An unknown library model, one of another backend or without a training
+            state, or a base model that cannot be had (the reason, on `base_model`).
+    """
+    if base_model.startswith("mdl_"):
+        return await _library_start(session, runs_dir, base_model, backend)
+    if backend == "tinker":
+        return StartPoint(base_model, _tinker_facts(base_model))
+    return StartPoint(base_model, await _inspect(base_model))
+
+
+async def _library_start(session: Any, runs_dir: Path, model_id: str, backend: str) -> StartPoint:
+    model = await session.get(Model, model_id)
+    if model is None:
+        raise ConfigError(f"base_model: no model {model_id!r} in the library")
+    if model.backend != backend:
+        raise ConfigError(
+            f"base_model: {model_id} was trained on the {model.backend} backend; continue it "
+            f"with backend {model.backend}"
+        )
+    if model.state_path is None:
+        raise ConfigError(
+            f"base_model: {model_id} has no training state to continue from (only sampler "
+            "weights); choose a checkpoint that saved its state"
+        )
+    if backend == "tinker":
+        facts = _tinker_facts(model.base_model)
+        return StartPoint(model.base_model, facts, model, model.state_path, model.sampler_path)
+    try:
+        state = local_checkpoint(runs_dir, model, model.state_path)
+        sampler = local_checkpoint(runs_dir, model, model.sampler_path)
+    except NotFoundError as e:
+        raise ConfigError(f"base_model: {e}") from None
+    facts = await _inspect(model.base_model)
+    return StartPoint(model.base_model, facts, model, str(state), str(sampler))
+
+
+async def _inspect(name: str) -> ModelFacts:
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(inspect_model, name), INSPECT_TIMEOUT_S)
+    except TimeoutError:
+        raise ConfigError(
+            f"base_model: fetching {name!r}'s config from the Hugging Face hub took longer than "
+            f"{INSPECT_TIMEOUT_S:.0f} s; check the server's network, or give a directory"
+        ) from None
+
+
+def _tinker_facts(name: str) -> ModelFacts:
+    """Tinker's models are pretrained hub models the server does not load; the proposal
+    needs the family and width, which their names give well enough."""
+    lowered = name.lower()
+    hidden = 4096
+    for size, width in (("0.6b", 1024), ("1b", 2048), ("3b", 3072), ("4b", 2560), ("30b", 2048)):
+        if size in lowered:
+            hidden = width
+    model_type = "qwen3" if "qwen" in lowered else "llama"
+    return ModelFacts(name, "tinker", False, model_type, hidden, None)
+
+
+def dataset_facts(ref: DatasetRef) -> DataFacts:
+    """Rows, and for RL problems the longest reference answer (max_tokens follows it)."""
+    longest = 0
+    if ref.kind == "problems":
+        with open(ref.path, encoding="utf-8") as f:
+            for line in f:
+                answer = json.loads(line).get("answer")
+                if isinstance(answer, str):
+                    longest = max(longest, len(answer))
+    return DataFacts(ref.id, ref.rows, longest)
+
+
+def proposal_for(
+    algorithm: str,
+    start: StartPoint,
+    dataset_id: str | None,
+    config: dict[str, Any],
+    lookup: Callable[[str], DatasetRef | None],
+) -> Proposal:
+    """The proposal for a job request; datasets it cannot find are left to build_spec to
+    report (with the rest of the request's problems)."""
+    ids = {"main": dataset_id}
+    if algorithm == "rlhf":
+        for stage in ("rm", "rl"):
+            part = config.get(stage)
+            ids[stage] = part.get("dataset_id") if isinstance(part, dict) else None
+    facts = {}
+    for role, ds_id in ids.items():
+        ref = lookup(ds_id) if isinstance(ds_id, str) else None
+        facts[role] = dataset_facts(ref) if ref else DataFacts("", 0)
+    return propose(algorithm, start.facts, facts, config, continues=start.parent is not None)
+
+
+def batch_problems(algorithm: str, proposal: Proposal, config: dict[str, Any]) -> list[str]:
+    """A batch larger than the rows there are to train on: refused, with where."""
+    problems = []
+    for stage in proposal.stages:
+        part = config.get(stage.stage, {}) if algorithm == "rlhf" else config
+        where = f"config.{stage.stage}" if algorithm == "rlhf" else "config"
+        key = "groups_per_batch" if stage.stage == "rl" else "batch_size"
+        value = part.get(key) if isinstance(part, dict) else None
+        if isinstance(value, int) and stage.train_rows and value > stage.train_rows:
+            problems.append(
+                f"{where}.{key}: {value} is larger than the {stage.train_rows} training rows "
+                f"of the dataset; use at most {stage.train_rows}"
+            )
+    return problems
