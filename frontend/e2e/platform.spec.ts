@@ -42,9 +42,12 @@ test('upload, train with the wizard, watch it live, then chat, compare and give 
   const option = page.locator('#wz-ds option', { hasText: 'arithmetic-e2e v1' })
   await page.locator('#wz-ds').selectOption((await option.getAttribute('value')) as string)
   await page.getByRole('button', { name: /^Next/ }).click()
-  // Enough steps that the job is seen running, not only finished.
-  await page.getByLabel(/^Epochs/).fill('40')
+  // The server proposes the settings; an edit is sent back and the steps recomputed. Enough
+  // steps that the job is seen running, not only finished.
+  await expect(page.getByText(/steps in all/)).toBeVisible()
+  await page.getByLabel(/^Steps/).fill('200')
   await page.getByRole('button', { name: /^Next/ }).click()
+  await expect(page.getByTestId('estimate-steps')).toHaveText('200 steps')
   await shot(page, 'training-wizard')
   await page.getByRole('button', { name: 'Launch training' }).click()
   await page.getByRole('button', { name: 'Yes, start training' }).click()

@@ -4,6 +4,7 @@ import { Layout } from './components/Layout/Layout'
 import { AnalyticsView } from './views/Analytics/AnalyticsView'
 import { DatasetsView } from './views/Datasets/DatasetsView'
 import { ModelsView } from './views/Models/ModelsView'
+import { NotFoundPage } from './views/NotFoundPage'
 import { PlaygroundView } from './views/Playground/PlaygroundView'
 import { SettingsView } from './views/Settings/SettingsView'
 import { TrainingView } from './views/Training/TrainingView'
@@ -19,7 +20,7 @@ export function App() {
         <Route path="playground" element={<PlaygroundView />} />
         <Route path="analytics" element={<AnalyticsView />} />
         <Route path="settings" element={<SettingsView />} />
-        <Route path="*" element={<Navigate to="/training" replace />} />
+        <Route path="*" element={<NotFoundPage />} />
       </Route>
     </Routes>
   )

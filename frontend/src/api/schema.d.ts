@@ -4,6 +4,27 @@
  */
 
 export interface paths {
+    "/api/base-models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Base Models
+         * @description Built-in models, hub models in the server's cache, and library models to continue.
+         *     Any hub id or directory on the server is accepted as well.
+         */
+        get: operations["read_base_models"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/datasets": {
         parameters: {
             query?: never;
@@ -231,6 +252,48 @@ export interface paths {
          * @description Validate a job against its dataset and queue it (`Idempotency-Key`: one job per key).
          */
         post: operations["create_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/config-schema": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Config Schema
+         * @description Each algorithm's settings as JSON Schema (types and ranges): the forms check fields
+         *     with the server's own rules.
+         */
+        get: operations["read_config_schema"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/proposal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Propose Job
+         * @description Hyperparameters proposed from the dataset and the base model (what the request's
+         *     config leaves out); POST /api/jobs fills a config the same way.
+         */
+        post: operations["propose_job"];
         delete?: never;
         options?: never;
         head?: never;
@@ -702,6 +765,25 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** BaseModelOption */
+        BaseModelOption: {
+            /** Detail */
+            detail: string;
+            /** Id */
+            id: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "builtin" | "cached" | "library";
+            /** Label */
+            label: string;
+        };
+        /** BaseModelOptions */
+        BaseModelOptions: {
+            /** Data */
+            data: components["schemas"]["BaseModelOption"][];
+        };
         /** Body_create_dataset */
         Body_create_dataset: {
             /** File */
@@ -1241,6 +1323,52 @@ export interface components {
             /** Total Lines */
             total_lines: number;
         };
+        /** JobProposal */
+        JobProposal: {
+            /** Algorithm */
+            algorithm: string;
+            /** Base Model */
+            base_model: string;
+            /** Config */
+            config: {
+                [key: string]: unknown;
+            };
+            /** Parent Model Id */
+            parent_model_id: string | null;
+            /** Stages */
+            stages: components["schemas"]["StageProposalPublic"][];
+            /** Total Steps */
+            total_steps: number;
+            /** Train Rows */
+            train_rows: number;
+            /** Warnings */
+            warnings: string[];
+        };
+        /** JobProposalRequest */
+        JobProposalRequest: {
+            /**
+             * Algorithm
+             * @enum {string}
+             */
+            algorithm: "sl" | "dpo" | "rl" | "rlhf";
+            /**
+             * Backend
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /** Config */
+            config?: {
+                [key: string]: unknown;
+            };
+            /** Dataset Id */
+            dataset_id?: string | null;
+        };
         /** JobPublic */
         JobPublic: {
             /** Algorithm */
@@ -1278,14 +1406,22 @@ export interface components {
             log_tail: string | null;
             /** Name */
             name: string;
+            /** Parent Model Id */
+            parent_model_id: string | null;
             /** Priority */
             priority: number;
             /** Progress */
             progress: number | null;
             /** Reason */
             reason: string | null;
+            /** Report */
+            report: {
+                [key: string]: unknown;
+            } | null;
             /** Resource */
             resource: string;
+            /** Retryable */
+            retryable: boolean;
             /** Started At */
             started_at: string | null;
             /**
@@ -1387,6 +1523,7 @@ export interface components {
             metrics: {
                 [key: string]: components["schemas"]["JsonValue"];
             };
+            parent_model: components["schemas"]["ParentRef"] | null;
             /** Stage */
             stage: string | null;
             /** Step */
@@ -1439,6 +1576,13 @@ export interface components {
             count: number;
             /** Data */
             data: components["schemas"]["ModelPublic"][];
+        };
+        /** ParentRef */
+        ParentRef: {
+            /** Id */
+            id: string;
+            /** Name */
+            name: string | null;
         };
         /**
          * PreviewRow
@@ -1670,6 +1814,26 @@ export interface components {
             /** Tinker Api Key Set */
             tinker_api_key_set: boolean;
         };
+        /** StageProposalPublic */
+        StageProposalPublic: {
+            /** Config */
+            config: {
+                [key: string]: unknown;
+            };
+            /** Rows */
+            rows: number;
+            /**
+             * Stage
+             * @enum {string}
+             */
+            stage: "sl" | "dpo" | "rm" | "rl";
+            /** Steps */
+            steps: number;
+            /** Train Rows */
+            train_rows: number;
+            /** Why */
+            why: string[];
+        };
         /** StreamOptions */
         StreamOptions: {
             /**
@@ -1853,6 +2017,26 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    read_base_models: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BaseModelOptions"];
+                };
+            };
+        };
+    };
     read_datasets: {
         parameters: {
             query?: {
@@ -2298,6 +2482,63 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    read_config_schema: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    propose_job: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobProposalRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobProposal"];
                 };
             };
             /** @description Validation Error */

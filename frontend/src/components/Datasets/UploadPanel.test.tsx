@@ -98,4 +98,29 @@ describe('UploadPanel', () => {
     await user.click(await screen.findByRole('button', { name: 'Store dataset' }))
     await waitFor(() => expect(screen.getByTestId('navigated')).toHaveTextContent('/datasets/ds_new'))
   })
+
+  test('errors in the check of the current mapping: Store dataset is disabled', async () => {
+    const user = userEvent.setup()
+    renderAt(<UploadPanel />, '/datasets/upload', '/datasets/upload')
+    await user.upload(screen.getByLabelText('dataset file'), new File(['{}'], 'a.jsonl'))
+    expect(await screen.findByText('8 problems')).toBeInTheDocument()
+    expect(screen.getByRole('button', { name: 'Store dataset' })).toBeDisabled()
+    expect(screen.getByText(/storing is possible once the check passes/)).toBeInTheDocument()
+  })
+
+  test('a file of no known kind is not "no problems": it was not checked, and the page says what to do', async () => {
+    serve(fetchMock, {
+      'POST /api/datasets/detect': () => ({
+        body: { ...detection, kind: null, mapping: {}, suggestions: [], validation: { kind: null, mapping: {}, rows: 8, error_count: 0, error_counts: {}, errors: [] } },
+      }),
+    })
+    const user = userEvent.setup()
+    renderAt(<UploadPanel />, '/datasets/upload', '/datasets/upload')
+    await user.upload(screen.getByLabelText('dataset file'), new File(['{}'], 'a.jsonl'))
+    const validation = await screen.findByRole('region', { name: 'validation' })
+    expect(within(validation).queryByText('no problems')).toBeNull()
+    expect(within(validation).getByText('kind unknown: not checked')).toHaveClass('text-warn')
+    expect(within(validation).getByText(/Choose the kind in step 3/)).toBeInTheDocument()
+    expect(screen.getByRole('button', { name: 'Store dataset' })).toBeDisabled()
+  })
 })

@@ -100,6 +100,7 @@ export function UploadPanel() {
               errorCounts={detection.validation.error_counts}
               errors={detection.validation.errors}
               unit={lineUnit(detection.format)}
+              kindKnown={!!detection.validation.kind}
             />
           </section>
           <StoreStep
@@ -189,14 +190,14 @@ function StoreStep(props: { name: string; onName: (n: string) => void; canStore:
         <span className="label">dataset name</span>
         <input className="input" value={props.name} onChange={(e) => props.onName(e.target.value)} />
       </label>
-      <button type="button" className="btn-cta" disabled={!props.canStore || props.pending} onClick={props.onStore}>
+      <button type="button" className="btn-cta" disabled={!props.canStore || props.problems > 0 || props.pending} onClick={props.onStore}>
         {props.pending ? 'Storing…' : 'Store dataset'}
       </button>
       {!props.canStore && <p className="w-full text-xs text-warn">Choose a kind first.</p>}
       {props.canStore && props.problems > 0 && (
         <p className="w-full text-xs text-warn">
           Validation found {props.problems} problem{props.problems === 1 ? '' : 's'}: the server stores nothing until every row
-          passes. Fix the file or the mapping, then check again.
+          passes. Fix the file or the mapping, then check again; storing is possible once the check passes.
         </p>
       )}
     </section>

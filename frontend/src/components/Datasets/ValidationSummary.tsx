@@ -11,6 +11,8 @@ interface Props {
   errors: RowError[]
   /** What "line" counts in this format (lines of a file, or rows). */
   unit?: string
+  /** False when no kind was detected or chosen: the rows were read but not checked. */
+  kindKnown?: boolean
 }
 
 /** A hint for the most common problems: what the user can do about them. */
@@ -24,15 +26,18 @@ const FIX: Record<string, string> = {
   too_long: 'split or shorten the row',
 }
 
-export function ValidationSummary({ rows, errorCount, errorCounts, errors, unit = 'line' }: Props) {
+export function ValidationSummary({ rows, errorCount, errorCounts, errors, unit = 'line', kindKnown = true }: Props) {
   const ok = errorCount === 0
+  // Rows of no known kind were only read: "no problems" would claim a check that did not run.
+  const unchecked = ok && !kindKnown
+  const led = unchecked ? 'bg-warn shadow-[0_0_8px_#f59e0b]' : ok ? 'bg-ok shadow-[0_0_8px_#22c55e]' : 'bg-bad shadow-[0_0_8px_#ef4444]'
   return (
     <section aria-label="validation" className="flex flex-col gap-3">
       <div className="flex flex-wrap items-center gap-3 text-sm">
-        <span className={`led ${ok ? 'bg-ok shadow-[0_0_8px_#22c55e]' : 'bg-bad shadow-[0_0_8px_#ef4444]'}`} />
+        <span className={`led ${led}`} />
         {rows != null && <span>{rows.toLocaleString()} rows read</span>}
-        <span className={ok ? 'text-ok' : 'text-bad'}>
-          {ok ? 'no problems' : `${errorCount.toLocaleString()} problem${errorCount === 1 ? '' : 's'}`}
+        <span className={unchecked ? 'text-warn' : ok ? 'text-ok' : 'text-bad'}>
+          {unchecked ? 'kind unknown: not checked' : ok ? 'no problems' : `${errorCount.toLocaleString()} problem${errorCount === 1 ? '' : 's'}`}
         </span>
         {Object.entries(errorCounts).map(([kind, count]) => (
           <span key={kind} className="rounded-full bg-bad/10 px-2 py-0.5 font-mono text-xs text-bad">
@@ -40,6 +45,12 @@ export function ValidationSummary({ rows, errorCount, errorCounts, errors, unit 
           </span>
         ))}
       </div>
+      {unchecked && (
+        <p className="text-sm text-neutral-400">
+          No dataset kind fits these fields, so the rows could not be checked against one. Choose the kind in step 3 and map
+          its fields (the suggestions help), then press <b>Check again with this mapping</b>.
+        </p>
+      )}
       {errors.length > 0 && <ErrorList errors={errors} unit={unit} total={errorCount} />}
     </section>
   )

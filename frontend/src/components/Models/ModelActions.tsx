@@ -1,5 +1,6 @@
-// What one can do with a model: sample it, download its adapter, export it merged, compare
-// it, delete it. Tinker models answer 409 for the file actions; the message says why.
+// What one can do with a model: sample it, train it further, download its adapter, export it
+// merged, compare it, delete it. Tinker models answer 409 for the file actions; the message
+// says why.
 import { useMutation, useQueryClient } from '@tanstack/react-query'
 import { useState } from 'react'
 import { Link, useNavigate } from 'react-router-dom'
@@ -20,6 +21,11 @@ export function ModelActions({ model }: { model: ModelDetail }) {
     <div className="flex flex-col items-end gap-2">
       <div className="flex flex-wrap justify-end gap-2">
         <Link to={`/playground?model=${encodeURIComponent(model.id)}`} className="btn-cta">Open in playground</Link>
+        {model.backend === 'local' && (
+          <Link to={`/training/wizard?from=${encodeURIComponent(model.id)}`} className="btn-ghost" title="A new job that starts from this model's weights">
+            Train further
+          </Link>
+        )}
         <button type="button" className="btn-ghost" onClick={adapter}>Download adapter</button>
         <button type="button" className="btn-ghost hover:border-bad hover:text-bad" disabled={remove.isPending} onClick={confirmDelete}>Delete</button>
       </div>

@@ -1,5 +1,5 @@
-// The job as requested: top-level fields and its config, with the server's defaults noted
-// for keys the request left out.
+// The job as it runs: top-level fields and its config (the request's settings, with the
+// server's proposal filled in for those it left out).
 import type { Job } from './queries'
 
 export function ConfigPanel({ job }: { job: Job }) {
@@ -7,6 +7,7 @@ export function ConfigPanel({ job }: { job: Job }) {
     algorithm: job.algorithm,
     backend: job.backend,
     base_model: job.base_model,
+    parent_model_id: job.parent_model_id,
     dataset_id: job.dataset_id,
     priority: job.priority,
     resource: job.resource,
@@ -27,7 +28,7 @@ export function ConfigPanel({ job }: { job: Job }) {
         </dl>
       </div>
       <div className="card">
-        <h3 className="label">config (as requested; keys left out take the server's defaults — see TRAINING_GUIDE.md)</h3>
+        <h3 className="label">config (as it runs: the request's settings, the server's proposal for the rest)</h3>
         <pre className="mt-2 overflow-x-auto rounded-xl bg-ink-950 p-4 font-mono text-xs text-neutral-300">
           {JSON.stringify(job.config, null, 2)}
         </pre>

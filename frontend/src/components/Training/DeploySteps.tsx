@@ -1,9 +1,12 @@
 // After launch: the job's way from request to training, from live events (queued → starting →
-// running → done), then what happens next.
+// running → done), then the verdict of its report and what happens next.
 import { Link } from 'react-router-dom'
 import { ProgressBar } from '../common/States'
 import { useJobEvents } from '../../hooks/useJobEvents'
-import { useJob, type JobState } from './queries'
+import { reportOf } from './contract'
+import { smoothedEta } from './eta'
+import { useJob, useJobMetrics, useJobModels, type Job, type JobState } from './queries'
+import { verdictLine } from './report'
 import { JobSparkline } from './Sparkline'
 import { formatDuration } from './wizardLogic'
 
@@ -15,9 +18,48 @@ const STEPS: { state: JobState; title: string; detail: string }[] = [
 ]
 const ORDER: JobState[] = ['queued', 'starting', 'running', 'succeeded']
 
+/** A finished job's verdict: the Playground is offered only when it learned. */
+function Verdict({ job }: { job: Job }) {
+  const report = reportOf(job)
+  const models = useJobModels(job.id)
+  const last = [...(models.data?.data ?? [])].sort((a, b) => b.step - a.step)[0]
+  if (!report) {
+    return (
+      <p data-testid="verdict" className="rounded-xl border border-ink-600 p-3 text-sm text-neutral-300">
+        Done. This job has no report, so whether it learned is not known: open its page to compare its held-out metrics.
+      </p>
+    )
+  }
+  if (report.verdict === 'learned') {
+    return (
+      <div className="flex flex-wrap items-center justify-between gap-3 rounded-xl border border-ok/50 bg-ok/5 p-3">
+        <p data-testid="verdict" className="text-sm text-ok">Done. {verdictLine(report)}.</p>
+        {last && <Link to={`/playground?model=${encodeURIComponent(last.id)}`} className="btn-cta">Try it in the Playground</Link>}
+      </div>
+    )
+  }
+  const first = report.warnings[0]
+  const bad = report.verdict === 'not_learned'
+  return (
+    <div role="alert" className={`flex flex-col gap-2 rounded-xl border p-3 ${bad ? 'border-bad/60 bg-bad/5' : 'border-warn/50 bg-warn/5'}`}>
+      <p data-testid="verdict" className={`text-sm ${bad ? 'text-bad' : 'text-warn'}`}>Done, but: {verdictLine(report)}.</p>
+      {first && (
+        <p className="text-sm text-neutral-300">
+          <b className="text-warn">{first.message}</b>
+          {first.cause && <> {first.cause}</>}
+          {first.fix && <> Change: <span className="font-mono text-xs text-accent">{first.fix}</span></>}
+        </p>
+      )}
+      <Link to={`/training/new?from_job=${job.id}`} className="btn-ghost self-start">Train again with these settings changed →</Link>
+    </div>
+  )
+}
+
 export function DeploySteps({ jobId }: { jobId: string }) {
   const job = useJob(jobId)
+  const metrics = useJobMetrics(jobId)
   useJobEvents(jobId)
+  const eta = job.data ? smoothedEta(job.data, metrics.data?.data ?? []) : null
   const state = job.data?.state ?? 'queued'
   const reached = ORDER.indexOf(state)
   const ended = state === 'failed' || state === 'cancelled' || state === 'interrupted' || state === 'paused'
@@ -40,16 +82,22 @@ export function DeploySteps({ jobId }: { jobId: string }) {
       </ol>
       {ended && (
         <p role="alert" className="rounded-xl border border-bad/50 bg-bad/5 p-3 text-sm text-bad">
-          The job is <b>{state}</b>{job.data?.reason ? `: ${job.data.reason}` : ''}. Open its page for the log and to resume.
+          The job is <b>{state}</b>{job.data?.reason ? `: ${job.data.reason}` : ''}.{' '}
+          {job.data?.retryable ? (
+            'Open its page for the log and to resume.'
+          ) : (
+            <>Fix the settings and <Link to={`/training/new?from_job=${jobId}`} className="underline">start a new job from them</Link>.</>
+          )}
         </p>
       )}
+      {state === 'succeeded' && job.data && <Verdict job={job.data} />}
       {job.data && (
         <div className="card flex flex-wrap items-center gap-6">
           <div className="min-w-56 flex-1">
             <ProgressBar value={job.data.progress} />
             <p className="mt-1 font-mono text-xs text-neutral-400">
               step {job.data.step} / {job.data.total_steps ?? '?'}
-              {job.data.state === 'running' && job.data.eta_s !== null && ` · ETA ${formatDuration(job.data.eta_s)}`}
+              {eta !== null && ` · ETA ${formatDuration(eta)}`}
             </p>
           </div>
           <JobSparkline job={job.data} />
@@ -61,6 +109,7 @@ export function DeploySteps({ jobId }: { jobId: string }) {
         <ol className="mt-2 list-decimal space-y-1.5 pl-5 text-sm text-neutral-300">
           <li>The job page shows every metric live, with what each one means and a warning if it leaves its healthy range.</li>
           <li>Every <code>save_every</code> steps a checkpoint is saved; each becomes a model in <Link to="/models" className="text-accent hover:underline">Models</Link>, with its lineage (dataset, job, step, metrics).</li>
+          <li>When it ends, a report says whether it learned: its held-out score against the base model's, with what to change if it did not.</li>
           <li>Open a model in the <Link to="/playground" className="text-accent hover:underline">Playground</Link> to chat with it, or compare it side by side with the base model.</li>
           <li>Thumbs up / down and edited answers in the Playground become data for your next job.</li>
         </ol>

@@ -1,20 +1,29 @@
 // Pause / resume / cancel, each shown only in the states the server accepts it in
-// (HOW_TO_USE.md "Jobs"); cancel asks first, because it cannot be undone.
+// (HOW_TO_USE.md "Jobs"); resume only when the server says it can help (`retryable`: not for a
+// job whose settings, data or model are at fault); cancel asks first, it cannot be undone.
 import { useState } from 'react'
 import { errorMessage } from '../../api/client'
 import { useJobAction, type Job, type JobAction } from './queries'
 import { Modal } from './ui'
 
-const CAN: Record<JobAction, Job['state'][]> = {
+const CAN: Record<Exclude<JobAction, 'resume'>, Job['state'][]> = {
   pause: ['queued', 'starting', 'running'],
-  resume: ['paused', 'interrupted', 'failed'],
   cancel: ['queued', 'starting', 'running', 'paused', 'interrupted'],
+}
+
+/** What a pause now would lose: resume continues from the last checkpoint, so before the
+ * first one it starts again from step 0 (and the earlier attempt's curve is dropped). */
+export function pauseNote(job: Job): string | null {
+  const every = Number((job.config as Record<string, unknown>).save_every)
+  if (job.state !== 'running' || !Number.isFinite(every) || every <= 0) return null
+  if (job.step < every) return `No checkpoint yet (the first comes at step ${every}): paused now, it starts again from step 0.`
+  return `Paused now, it resumes from step ${Math.floor(job.step / every) * every}, the last checkpoint.`
 }
 
 export function JobControls({ job }: { job: Job }) {
   const action = useJobAction(job.id)
   const [confirm, setConfirm] = useState(false)
-  const can = (a: JobAction) => CAN[a].includes(job.state)
+  const can = (a: JobAction) => (a === 'resume' ? job.retryable === true : CAN[a].includes(job.state))
   return (
     <div className="flex flex-col items-end gap-2">
       <div className="flex gap-2">
@@ -39,6 +48,7 @@ export function JobControls({ job }: { job: Job }) {
           </button>
         )}
       </div>
+      {can('pause') && pauseNote(job) && <p className="max-w-xs text-right text-xs text-neutral-500">{pauseNote(job)}</p>}
       {action.isError && <p role="alert" className="text-xs text-bad">{errorMessage(action.error)}</p>}
       {confirm && (
         <Modal title={`Cancel "${job.name}"?`} onClose={() => setConfirm(false)}>

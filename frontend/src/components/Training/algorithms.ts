@@ -1,6 +1,6 @@
 // The four algorithms as users meet them: what they are, when to pick them, their data, their
 // loss, the dataset kinds the server accepts for them (jobs/spec.py KINDS), and the key
-// hyperparameters with the server's defaults (algorithms/*_config.py).
+// hyperparameters the forms show (their values and rules come from the server).
 import type { Schemas } from '../../api/client'
 
 export type Algorithm = Schemas['JobCreate']['algorithm']
@@ -82,26 +82,22 @@ export const RLHF_KINDS = {
 export interface ParamSpec {
   key: string
   label: string
-  /** The server's default; null = unset (e.g. max_steps: derived from num_epochs). */
-  default: number | string | null
   type: 'number' | 'select'
   options?: string[]
   help: string
 }
 
-const LR = (d: number, help: string): ParamSpec => ({
-  key: 'learning_rate', label: 'Learning rate', default: d, type: 'number', help,
-})
+const LR = (help: string): ParamSpec => ({ key: 'learning_rate', label: 'Learning rate', type: 'number', help })
 const RANK: ParamSpec = {
-  key: 'lora_rank', label: 'LoRA rank', default: 32, type: 'number',
+  key: 'lora_rank', label: 'LoRA rank', type: 'number',
   help: 'Adapter capacity; 32 suits most datasets.',
 }
-const SCHEDULE = (d: string): ParamSpec => ({
-  key: 'lr_schedule', label: 'LR schedule', default: d, type: 'select',
+const SCHEDULE: ParamSpec = {
+  key: 'lr_schedule', label: 'LR schedule', type: 'select',
   options: ['linear', 'cosine', 'constant'], help: 'How the learning rate changes over the run.',
-})
-const EVERY = (key: 'eval_every' | 'save_every', d: number): ParamSpec => ({
-  key, label: key === 'eval_every' ? 'Eval every' : 'Save every', default: d, type: 'number',
+}
+const EVERY = (key: 'eval_every' | 'save_every'): ParamSpec => ({
+  key, label: key === 'eval_every' ? 'Eval every' : 'Save every', type: 'number',
   help: key === 'eval_every'
     ? 'Steps between held-out evaluations (0 = only at the end).'
     : 'Steps between checkpoints; each becomes a model (0 = only at the end).',
@@ -109,40 +105,40 @@ const EVERY = (key: 'eval_every' | 'save_every', d: number): ParamSpec => ({
 
 export const PARAMS: Record<Algorithm, ParamSpec[]> = {
   sl: [
-    LR(1e-4, 'LoRA wants ~10× the full fine-tuning rate; halve it if the loss swings.'),
-    { key: 'batch_size', label: 'Batch size', default: 16, type: 'number', help: 'Examples per step.' },
-    { key: 'micro_batch_size', label: 'Micro-batch', default: null, type: 'number', help: 'Examples per pass; empty = as many as fit in free GPU memory (the job log explains the choice).' },
-    { key: 'num_epochs', label: 'Epochs', default: 1, type: 'number', help: 'Passes over the data (ignored when max steps is set).' },
-    { key: 'max_steps', label: 'Max steps', default: null, type: 'number', help: 'Empty = epochs × examples ÷ batch size.' },
+    LR('LoRA wants ~10× the full fine-tuning rate; halve it if the loss swings.'),
+    { key: 'batch_size', label: 'Batch size', type: 'number', help: 'Examples per step.' },
+    { key: 'micro_batch_size', label: 'Micro-batch', type: 'number', help: 'Examples per forward/backward pass; unset, as many as fit in free GPU memory (the job log explains the choice).' },
+    { key: 'num_epochs', label: 'Epochs', type: 'number', help: 'Passes over the data (ignored when max steps is set).' },
+    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'Steps to train; when set, epochs are ignored.' },
     RANK,
-    SCHEDULE('linear'),
-    { key: 'max_length', label: 'Max length', default: 1024, type: 'number', help: 'Tokens per example; longer ones are cut at the end.' },
-    EVERY('eval_every', 10),
-    EVERY('save_every', 20),
+    SCHEDULE,
+    { key: 'max_length', label: 'Max length', type: 'number', help: 'Tokens per example; longer ones are cut at the end.' },
+    EVERY('eval_every'),
+    EVERY('save_every'),
   ],
   dpo: [
-    LR(1e-5, 'The cookbook DPO default; too high erases what the model knew.'),
-    { key: 'beta', label: 'Beta', default: 0.1, type: 'number', help: 'Pull towards the reference: higher stays closer.' },
-    { key: 'batch_size', label: 'Batch size', default: 16, type: 'number', help: 'Pairs per step.' },
-    { key: 'micro_batch_size', label: 'Micro-batch', default: null, type: 'number', help: 'Pairs per pass; empty = as many as fit in free GPU memory.' },
-    { key: 'num_epochs', label: 'Epochs', default: 1, type: 'number', help: 'Passes over the pairs.' },
-    { key: 'max_steps', label: 'Max steps', default: null, type: 'number', help: 'Empty = epochs × pairs ÷ batch size.' },
+    LR('The cookbook DPO default; too high erases what the model knew.'),
+    { key: 'beta', label: 'Beta', type: 'number', help: 'Pull towards the reference: higher stays closer.' },
+    { key: 'batch_size', label: 'Batch size', type: 'number', help: 'Pairs per step.' },
+    { key: 'micro_batch_size', label: 'Micro-batch', type: 'number', help: 'Pairs per pass; unset, as many as fit in free GPU memory.' },
+    { key: 'num_epochs', label: 'Epochs', type: 'number', help: 'Passes over the pairs.' },
+    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'Steps to train; when set, epochs are ignored.' },
     RANK,
-    EVERY('eval_every', 10),
-    EVERY('save_every', 20),
+    EVERY('eval_every'),
+    EVERY('save_every'),
   ],
   rl: [
-    LR(1e-4, 'Real models: 1e-5 – 4e-5.'),
-    { key: 'group_size', label: 'Group size', default: 8, type: 'number', help: 'Completions sampled per prompt.' },
-    { key: 'groups_per_batch', label: 'Groups per batch', default: 8, type: 'number', help: 'Prompts per step.' },
-    { key: 'max_steps', label: 'Max steps', default: 20, type: 'number', help: 'RL steps.' },
-    { key: 'max_tokens', label: 'Max tokens', default: 32, type: 'number', help: 'Per completion; above the longest good answer.' },
-    { key: 'temperature', label: 'Temperature', default: 1.0, type: 'number', help: 'Must leave room to explore.' },
-    { key: 'loss_fn', label: 'Loss', default: 'importance_sampling', type: 'select', options: ['importance_sampling', 'ppo', 'cispo', 'dro'], help: 'Policy-gradient loss.' },
-    { key: 'kl_coef', label: 'KL coefficient', default: 0, type: 'number', help: 'Penalty on drifting from the base model (0 = off).' },
+    LR('Real models: 1e-5 – 4e-5.'),
+    { key: 'group_size', label: 'Group size', type: 'number', help: 'Completions sampled per prompt.' },
+    { key: 'groups_per_batch', label: 'Groups per batch', type: 'number', help: 'Prompts per step.' },
+    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'RL steps.' },
+    { key: 'max_tokens', label: 'Max tokens', type: 'number', help: 'Per completion; above the longest good answer.' },
+    { key: 'temperature', label: 'Temperature', type: 'number', help: 'Must leave room to explore.' },
+    { key: 'loss_fn', label: 'Loss', type: 'select', options: ['importance_sampling', 'ppo', 'cispo', 'dro'], help: 'Policy-gradient loss.' },
+    { key: 'kl_coef', label: 'KL coefficient', type: 'number', help: 'Penalty on drifting from the base model (0 = off).' },
     RANK,
-    EVERY('eval_every', 5),
-    EVERY('save_every', 10),
+    EVERY('eval_every'),
+    EVERY('save_every'),
   ],
   rlhf: [RANK],
 }
@@ -150,24 +146,19 @@ export const PARAMS: Record<Algorithm, ParamSpec[]> = {
 /** Stage settings the RLHF form exposes; the rest go in the JSON editor. */
 export const RLHF_STAGE_PARAMS: Record<'sl' | 'rm' | 'rl', ParamSpec[]> = {
   sl: [
-    LR(1e-4, 'SL stage learning rate.'),
-    { key: 'batch_size', label: 'Batch size', default: 16, type: 'number', help: 'Demonstrations per step.' },
-    { key: 'max_steps', label: 'Max steps', default: null, type: 'number', help: 'Empty = one epoch.' },
+    LR('SL stage learning rate.'),
+    { key: 'batch_size', label: 'Batch size', type: 'number', help: 'Demonstrations per step.' },
+    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'Steps of this stage.' },
   ],
   rm: [
-    LR(1e-4, 'Judge learning rate (cookbook: 3e-4).'),
-    { key: 'batch_size', label: 'Batch size', default: 16, type: 'number', help: 'Pairs per step (each in both orders).' },
-    { key: 'max_steps', label: 'Max steps', default: null, type: 'number', help: 'Empty = one epoch.' },
+    LR('Judge learning rate (cookbook: 3e-4).'),
+    { key: 'batch_size', label: 'Batch size', type: 'number', help: 'Pairs per step (each in both orders).' },
+    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'Steps of this stage.' },
   ],
   rl: [
-    LR(1e-4, 'RL stage learning rate (cookbook RLHF: 1e-5).'),
-    { key: 'group_size', label: 'Group size', default: 8, type: 'number', help: 'Judge calls grow as n²: the cookbook uses 4.' },
-    { key: 'groups_per_batch', label: 'Groups per batch', default: 8, type: 'number', help: 'Prompts per step.' },
-    { key: 'max_steps', label: 'Max steps', default: 20, type: 'number', help: 'RL steps.' },
+    LR('RL stage learning rate (cookbook RLHF: 1e-5).'),
+    { key: 'group_size', label: 'Group size', type: 'number', help: 'Judge calls grow as n²: the cookbook uses 4.' },
+    { key: 'groups_per_batch', label: 'Groups per batch', type: 'number', help: 'Prompts per step.' },
+    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'RL steps.' },
   ],
-}
-
-/** Built-in base models: GET /v1/models ids that start with thinker/. */
-export function builtinModels(ids: readonly string[]): string[] {
-  return ids.filter((id) => id.startsWith('thinker/'))
 }

@@ -1,8 +1,11 @@
 // From the new-job form's fields to a POST /api/jobs body. Number fields arrive as text;
-// an empty field is left out so the server's default applies. The JSON editor's object is
+// an empty field is left out so the server's proposal applies. The JSON editor's object is
 // merged last (deeply, so {"rl": {"max_tokens": 12}} keeps the form's other rl keys).
 import type { Schemas } from '../../api/client'
 import { PARAMS, RLHF_STAGE_PARAMS, type Algorithm, type ParamSpec } from './algorithms'
+import type { ConfigSchemas, JobProposal, ProposalRequest, Stage } from './contract'
+import type { Job } from './queries'
+import { batchKey, batchLimit, checkNumber, ruleOf } from './validate'
 
 export type Fields = Record<string, string>
 
@@ -21,10 +24,7 @@ export interface FormState {
   extraJson: string
 }
 
-export function defaultFields(specs: readonly ParamSpec[], prefix = ''): Fields {
-  return Object.fromEntries(specs.map((p) => [prefix + p.key, p.default === null ? '' : String(p.default)]))
-}
-
+/** Every hyperparameter starts empty: the server proposes it from the data. */
 export function initialForm(algorithm: Algorithm = 'sl'): FormState {
   return {
     name: '',
@@ -34,12 +34,8 @@ export function initialForm(algorithm: Algorithm = 'sl'): FormState {
     datasetId: '',
     rmDatasetId: '',
     rlDatasetId: '',
-    params: defaultFields(PARAMS[algorithm]),
-    stageParams: {
-      ...defaultFields(RLHF_STAGE_PARAMS.sl, 'sl.'),
-      ...defaultFields(RLHF_STAGE_PARAMS.rm, 'rm.'),
-      ...defaultFields(RLHF_STAGE_PARAMS.rl, 'rl.'),
-    },
+    params: {},
+    stageParams: {},
     extraJson: '{}',
   }
 }
@@ -102,4 +98,94 @@ export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | nu
     },
     problems,
   }
+}
+
+/** Where each field's rules are: its config class, and the stage whose training rows bound it. */
+function fieldStages(f: FormState): { specs: readonly ParamSpec[]; prefix: string; stage: Stage; fields: Fields }[] {
+  if (f.algorithm !== 'rlhf') return [{ specs: PARAMS[f.algorithm], prefix: '', stage: f.algorithm, fields: f.params }]
+  return [
+    // RLHF's own keys (lora_rank) follow the SL rules; its stages their own classes.
+    { specs: PARAMS.rlhf, prefix: '', stage: 'sl', fields: f.params },
+    ...(['sl', 'rm', 'rl'] as const).map((s) => ({ specs: RLHF_STAGE_PARAMS[s], prefix: `${s}.`, stage: s, fields: f.stageParams })),
+  ]
+}
+
+/** Each invalid number field's message, keyed as the form keys it ("batch_size", "rl.max_steps"). */
+export function formErrors(f: FormState, schemas: ConfigSchemas | undefined, proposal: JobProposal | undefined): Record<string, string> {
+  const errors: Record<string, string> = {}
+  for (const { specs, prefix, stage, fields } of fieldStages(f)) {
+    const rows = proposal?.stages.find((s) => s.stage === stage)?.train_rows ?? (prefix === '' ? proposal?.train_rows : undefined)
+    for (const p of specs) {
+      if (p.type !== 'number') continue
+      const limit = p.key === batchKey(stage) && !(f.algorithm === 'rlhf' && prefix === '') ? batchLimit(rows) : undefined
+      const error = checkNumber(fields[prefix + p.key] ?? '', ruleOf(schemas?.[stage], p.key), { limit })
+      if (error) errors[prefix + p.key] = error
+    }
+  }
+  return errors
+}
+
+/** The proposal request for the form as it is: its valid fields only; null until the data is chosen. */
+export function proposalRequest(f: FormState, errors: Readonly<Record<string, string>>): ProposalRequest | null {
+  if (!f.datasetId || !f.baseModel.trim()) return null
+  if (f.algorithm === 'rlhf' && !(f.rmDatasetId && f.rlDatasetId)) return null
+  const blank = (fields: Fields, prefix: string) =>
+    Object.fromEntries(Object.entries(fields).filter(([k]) => !((prefix + k) in errors)))
+  const valid: FormState = { ...f, params: blank(f.params, ''), stageParams: blank(f.stageParams, ''), extraJson: '{}' }
+  const { body } = buildJobRequest(valid)
+  return {
+    algorithm: f.algorithm,
+    backend: f.backend,
+    base_model: f.baseModel.trim(),
+    dataset_id: f.datasetId,
+    config: body?.config ?? {},
+  }
+}
+
+/** Keys the server sets (paths, the top-level fields): never copied into a new request. */
+const NOT_COPIED = new Set(['dataset', 'eval_dataset', 'log_path', 'init_from', 'reference_path', 'algorithm', 'backend', 'base_model'])
+
+const text = (v: unknown): string | null => (typeof v === 'number' || typeof v === 'string' ? String(v) : null)
+
+/** Split one config section into the form's fields and the rest (for the JSON editor). */
+function splitSection(config: Json, specs: readonly ParamSpec[], prefix: string, fields: Fields): Json {
+  const rest: Json = {}
+  const known = new Set(specs.map((p) => p.key))
+  for (const [k, v] of Object.entries(config)) {
+    if (NOT_COPIED.has(k)) continue
+    const shown = known.has(k) ? text(v) : null
+    if (shown !== null) fields[prefix + k] = shown
+    else if (!known.has(k)) rest[k] = v
+  }
+  return rest
+}
+
+/** A new job's form with an ended job's settings: same data, same start model, same config. */
+export function formFromJob(job: Job): FormState {
+  const algorithm = job.algorithm as Algorithm
+  const form: FormState = {
+    ...initialForm(algorithm),
+    backend: job.backend === 'tinker' ? 'tinker' : 'local',
+    baseModel: job.parent_model_id ?? job.base_model,
+    datasetId: job.dataset_id ?? '',
+  }
+  const config = job.config as Json
+  let extra: Json
+  if (algorithm === 'rlhf') {
+    const { sl: _sl, rm: _rm, rl: _rl, ...top } = config
+    extra = splitSection(top, PARAMS.rlhf, '', form.params)
+    for (const stage of ['sl', 'rm', 'rl'] as const) {
+      const section: Json = isObject(config[stage]) ? { ...(config[stage] as Json) } : {}
+      if (stage !== 'sl' && typeof section.dataset_id === 'string') {
+        form[stage === 'rm' ? 'rmDatasetId' : 'rlDatasetId'] = section.dataset_id
+      }
+      delete section.dataset_id
+      const rest = splitSection(section, RLHF_STAGE_PARAMS[stage], `${stage}.`, form.stageParams)
+      if (Object.keys(rest).length) extra[stage] = rest
+    }
+  } else {
+    extra = splitSection(config, PARAMS[algorithm], '', form.params)
+  }
+  form.extraJson = JSON.stringify(extra, null, 2)
+  return form
 }

@@ -2,8 +2,10 @@
 // ['job', id] and ['job-metrics', id] are patched by useJobEvents; anything under ['jobs'] is
 // invalidated by useJobListEvents and by checkpoint/state events, which is why a job's
 // checkpoints and rollouts live under ['jobs', id, ...].
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
+import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
+import { useEffect, useState } from 'react'
 import { api, unwrap, type Schemas } from '../../api/client'
+import { problemsOf, unwrapProblems, type ConfigSchemas, type ProposalRequest } from './contract'
 
 export type Job = Schemas['JobPublic']
 export type JobState = Job['state']
@@ -26,9 +28,10 @@ export function useJobs(state: JobState | 'all') {
   })
 }
 
-export function useJob(jobId: string) {
+export function useJob(jobId: string, enabled = true) {
   return useQuery({
     queryKey: ['job', jobId],
+    enabled,
     queryFn: async () => unwrap(await api.GET('/api/jobs/{job_id}', { params: { path: { job_id: jobId } } })),
     // ETA is computed by the server; refresh it now and then, the socket does the rest.
     refetchInterval: (q) => (isActive(q.state.data?.state) ? 5_000 : false),
@@ -106,16 +109,46 @@ export function useDatasets() {
   })
 }
 
+/** Suggestions for the base-model field: built-ins, cached hub models, library models. */
 export function useBaseModels() {
   return useQuery({
-    queryKey: ['v1-models'],
-    // The OpenAI-style list is untyped in the schema: keep only the ids.
-    queryFn: async (): Promise<string[]> => {
-      const body = unwrap(await api.GET('/v1/models')) as { data?: { id?: unknown }[] }
-      return (body.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string')
-    },
+    queryKey: ['base-models'],
+    queryFn: async () => unwrap(await api.GET('/api/base-models')).data,
     staleTime: 60_000,
   })
+}
+
+/** The server's rules for every config field (JSON Schema per config class). */
+export function useConfigSchema() {
+  return useQuery({
+    queryKey: ['job-config-schema'],
+    // Typed as a plain mapping by the server: JSON Schema per config class.
+    queryFn: async () => unwrap(await api.GET('/api/jobs/config-schema')) as ConfigSchemas,
+    staleTime: Infinity,
+  })
+}
+
+/** The server's proposal for a job; the previous one stays on screen while the next loads. */
+export function useProposal(request: ProposalRequest | null) {
+  return useQuery({
+    queryKey: ['job-proposal', request],
+    enabled: request !== null,
+    queryFn: async () => unwrapProblems(await api.POST('/api/jobs/proposal', { body: request as ProposalRequest })),
+    placeholderData: keepPreviousData,
+    staleTime: 30_000,
+  })
+}
+
+/** `value`, once it has stopped changing for `ms` (typing in a field asks the server once).
+ * Compared by content: a new object with the same JSON is not a change. */
+export function useDebounced<T>(value: T, ms = 350): T {
+  const key = JSON.stringify(value)
+  const [settled, setSettled] = useState(key)
+  useEffect(() => {
+    const timer = setTimeout(() => setSettled(key), ms)
+    return () => clearTimeout(timer)
+  }, [key, ms])
+  return settled === key ? value : (JSON.parse(settled) as T)
 }
 
 export type JobAction = 'pause' | 'resume' | 'cancel'
@@ -171,16 +204,4 @@ export function useCreateJob() {
 function errorDetail(body: unknown): string {
   const detail = (body as { detail?: unknown } | null)?.detail
   return typeof detail === 'string' ? detail : 'the server refused the job'
-}
-
-/** 422 bodies: {"detail": "invalid job", "problems": [...]} or FastAPI's validation list. */
-export function problemsOf(body: unknown): string[] {
-  const b = body as { problems?: unknown; detail?: unknown } | null
-  if (Array.isArray(b?.problems)) return b.problems.map(String)
-  if (Array.isArray(b?.detail)) {
-    return b.detail.map((d: { loc?: unknown[]; msg?: string }) =>
-      `${(d.loc ?? []).filter((x) => x !== 'body').join('.')}: ${d.msg ?? ''}`,
-    )
-  }
-  return []
 }

@@ -1,5 +1,6 @@
 // /datasets and its nested routes: the list, upload, Hugging Face import and one dataset.
 import { Route, Routes } from 'react-router-dom'
+import { NotFoundPage } from '../NotFoundPage'
 import { DatasetListPage } from './DatasetListPage'
 import { DatasetPage } from './DatasetPage'
 import { ImportPage } from './ImportPage'
@@ -12,6 +13,7 @@ export function DatasetsView() {
       <Route path="upload" element={<UploadPage />} />
       <Route path="import" element={<ImportPage />} />
       <Route path=":id" element={<DatasetPage />} />
+      <Route path="*" element={<NotFoundPage />} />
     </Routes>
   )
 }

@@ -1,5 +1,6 @@
 // /models and its nested routes: the library and one model.
 import { Route, Routes } from 'react-router-dom'
+import { NotFoundPage } from '../NotFoundPage'
 import { ModelListPage } from './ModelListPage'
 import { ModelPage } from './ModelPage'
 
@@ -8,6 +9,7 @@ export function ModelsView() {
     <Routes>
       <Route index element={<ModelListPage />} />
       <Route path=":id" element={<ModelPage />} />
+      <Route path="*" element={<NotFoundPage />} />
     </Routes>
   )
 }

@@ -1,6 +1,6 @@
 import { cleanup, screen } from '@testing-library/react'
 import { afterEach, describe, expect, test, vi } from 'vitest'
-import { answer, job, renderAt } from '../../components/Training/testing'
+import { answer, job, renderAt, report } from '../../components/Training/testing'
 import { JobListPage } from './JobListPage'
 
 // The client captures fetch when it is created, so the mock must exist before any import;
@@ -17,24 +17,61 @@ afterEach(() => {
   fetchMock.mockReset()
 })
 
-const metrics = { data: [{ step: 1, train_mean_nll: 5.9 }, { step: 2, train_mean_nll: 4.2 }], count: 2, next_offset: null }
+// Four steps two seconds apart after a slow first one (loading the model).
+const metrics = {
+  data: [
+    { step: 1, time: 1030, train_mean_nll: 5.9 }, { step: 2, time: 1032, train_mean_nll: 5.1 },
+    { step: 3, time: 1034, train_mean_nll: 4.6 }, { step: 4, time: 1036, train_mean_nll: 4.2 },
+  ],
+  count: 4, next_offset: null,
+}
 
 describe('job list', () => {
-  test('loading, then the jobs with state, progress, ETA and the latest loss', async () => {
+  test('loading, then the jobs with state, progress, a steady ETA, the held-out verdict and the latest loss', async () => {
+    const learned = report()
+    const flat = report({ verdict: 'not_learned', metric: { name: 'exact_match', label: 'held-out exact match', value: 0, base: 0, higher_is_better: true } })
     answer(fetchMock, {
-      'GET /api/jobs': () => ({ body: { data: [job(), job({ id: 'job_2', name: 'prefs', algorithm: 'dpo', state: 'failed', reason: 'boom', eta_s: null, step: 0, total_steps: null, progress: null })], count: 2 } }),
+      'GET /api/jobs': () => ({
+        body: {
+          data: [
+            // The server's ETA (time since start ÷ steps) counts the slow start: 400 s, not 12 s.
+            job({ step: 4, eta_s: 400 }),
+            job({ id: 'job_2', name: 'prefs', algorithm: 'dpo', state: 'failed', reason: 'boom', eta_s: null, step: 0, total_steps: null, progress: null }),
+            job({ id: 'job_3', name: 'arith-done', state: 'succeeded', step: 10, eta_s: null, report: learned }),
+            job({ id: 'job_4', name: 'arith-flat', state: 'succeeded', step: 10, eta_s: null, report: flat }),
+          ],
+          count: 4,
+        },
+      }),
       'GET /api/jobs/job_1/metrics': () => ({ body: metrics }),
       'GET /api/jobs/job_2/metrics': () => ({ body: { data: [], count: 0, next_offset: null } }),
+      'GET /api/jobs/job_3/metrics': () => ({ body: { data: [], count: 0, next_offset: null } }),
+      'GET /api/jobs/job_4/metrics': () => ({ body: { data: [], count: 0, next_offset: null } }),
     })
     renderAt(<JobListPage />, '/training')
     expect(screen.getByRole('status')).toHaveTextContent(/loading jobs/i)
     expect(await screen.findByText('arith-sl')).toBeInTheDocument()
     expect(screen.getByText('prefs')).toBeInTheDocument()
-    expect(screen.getByText('2/10')).toBeInTheDocument()
-    expect(screen.getByText('ETA 40 s')).toBeInTheDocument()
+    expect(screen.getByText('4/10')).toBeInTheDocument()
+    expect(await screen.findByText('ETA 12 s')).toBeInTheDocument() // 2 s per step × 6 left
+    expect(screen.queryByText(/ETA 6 min/)).toBeNull()
     expect(screen.getByText('failed: see why')).toBeInTheDocument()
+    expect(screen.getByText('Held-out (vs base)')).toBeInTheDocument()
+    expect(screen.getByText('exact match 0.68 (base 0.00)').parentElement).toHaveClass('text-ok')
+    expect(screen.getByText('exact match 0.00 (base 0.00)').parentElement).toHaveClass('text-bad')
     expect(await screen.findByText('4.2')).toBeInTheDocument()
-    expect(screen.getByText('no metrics yet')).toBeInTheDocument()
+    expect(screen.getAllByText('no metrics yet').length).toBeGreaterThan(0)
+  })
+
+  test('no ETA before the third step', async () => {
+    answer(fetchMock, {
+      'GET /api/jobs': () => ({ body: { data: [job({ step: 2, eta_s: 5 })], count: 1 } }),
+      'GET /api/jobs/job_1/metrics': () => ({ body: { ...metrics, data: metrics.data.slice(0, 2) } }),
+    })
+    renderAt(<JobListPage />, '/training')
+    expect(await screen.findByText('5.1')).toBeInTheDocument()
+    expect(screen.getByText('2/10')).toBeInTheDocument()
+    expect(screen.queryByText(/ETA/)).toBeNull()
   })
 
   test('empty: the next step is the wizard', async () => {

@@ -4,7 +4,10 @@ import { Link } from 'react-router-dom'
 import { Empty, ErrorState, Loading, ProgressBar, StatusLed } from '../../components/common/States'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
 import { ALGORITHM_BY_ID, type Algorithm } from '../../components/Training/algorithms'
-import { useJobs, type Job, type JobState } from '../../components/Training/queries'
+import { reportOf } from '../../components/Training/contract'
+import { smoothedEta } from '../../components/Training/eta'
+import { isActive, useJobMetrics, useJobs, type Job, type JobState } from '../../components/Training/queries'
+import { shortMetric } from '../../components/Training/report'
 import { JobSparkline } from '../../components/Training/Sparkline'
 import { Tabs } from '../../components/Training/ui'
 import { formatDuration } from '../../components/Training/wizardLogic'
@@ -21,14 +24,32 @@ const FILTERS: { id: JobState | 'all'; label: string }[] = [
   { id: 'cancelled', label: 'Cancelled' },
 ]
 
+const COLUMNS = 'grid-cols-[7.5rem_minmax(0,1.5fr)_minmax(0,1.3fr)_minmax(0,1.1fr)_minmax(0,1.2fr)_9rem]'
+const VERDICT_TONE = { learned: 'text-ok', not_learned: 'text-bad', unknown: 'text-warn' } as const
+
+/** The report's held-out metric against the base model's, coloured by the verdict. */
+function HeldOut({ job }: { job: Job }) {
+  const report = reportOf(job)
+  if (!report) return <span className="text-xs text-neutral-600">{isActive(job.state) ? 'after training' : '—'}</span>
+  return (
+    <span className={`text-xs ${VERDICT_TONE[report.verdict] ?? 'text-neutral-300'}`} title={report.metric?.label ?? report.warnings[0]?.message}>
+      {report.verdict === 'not_learned' && <span aria-hidden>✗ </span>}
+      {report.verdict === 'learned' && <span aria-hidden>✓ </span>}
+      <span className="font-mono">{shortMetric(report.metric)}</span>
+    </span>
+  )
+}
+
 function JobRow({ job }: { job: Job }) {
   const algo = ALGORITHM_BY_ID[job.algorithm as Algorithm]
   const total = job.total_steps
+  const metrics = useJobMetrics(job.id, isActive(job.state))
+  const eta = smoothedEta(job, metrics.data?.data ?? [])
   return (
     <li>
       <Link
         to={`/training/${job.id}`}
-        className="grid grid-cols-[7.5rem_minmax(0,1.6fr)_minmax(0,1.4fr)_minmax(0,1.2fr)_10rem] items-center gap-4 rounded-xl border border-transparent px-4 py-3 transition hover:border-ink-600 hover:bg-ink-800/60"
+        className={`grid ${COLUMNS} items-center gap-4 rounded-xl border border-transparent px-4 py-3 transition hover:border-ink-600 hover:bg-ink-800/60`}
       >
         <StatusLed state={job.state} />
         <div className="min-w-0">
@@ -45,14 +66,15 @@ function JobRow({ job }: { job: Job }) {
               {job.step}/{total ?? '?'}
             </span>
             <span>
-              {job.state === 'running' && job.eta_s !== null
-                ? `ETA ${formatDuration(job.eta_s)}`
+              {eta !== null
+                ? `ETA ${formatDuration(eta)}`
                 : job.state === 'failed'
                   ? <span className="text-bad">{job.reason ? 'failed: see why' : 'failed'}</span>
                   : job.state === 'queued' ? 'waiting for a slot' : ''}
             </span>
           </div>
         </div>
+        <HeldOut job={job} />
         <JobSparkline job={job} />
         <div className="text-right text-xs text-neutral-500">{new Date(job.created_at).toLocaleString()}</div>
       </Link>
@@ -98,8 +120,8 @@ export function JobListPage() {
         )
       ) : (
         <div className="card p-2">
-          <div className="grid grid-cols-[7.5rem_minmax(0,1.6fr)_minmax(0,1.4fr)_minmax(0,1.2fr)_10rem] gap-4 px-4 py-2 text-xs uppercase tracking-wider text-neutral-500">
-            <span>State</span><span>Job</span><span>Progress</span><span>Loss (live)</span><span className="text-right">Created</span>
+          <div className={`grid ${COLUMNS} gap-4 px-4 py-2 text-xs uppercase tracking-wider text-neutral-500`}>
+            <span>State</span><span>Job</span><span>Progress</span><span>Held-out (vs base)</span><span>Training loss (live)</span><span className="text-right">Created</span>
           </div>
           <ul className="flex flex-col">
             {jobs.data.data.map((job) => <JobRow key={job.id} job={job} />)}

@@ -1,7 +1,7 @@
 import { act, cleanup, screen, waitFor } from '@testing-library/react'
 import userEvent from '@testing-library/user-event'
 import { afterEach, describe, expect, test, vi } from 'vitest'
-import { answer, job, renderAt } from '../../components/Training/testing'
+import { answer, job, renderAt, report } from '../../components/Training/testing'
 import { JobPage } from './JobPage'
 
 const fetchMock = vi.hoisted(() => {
@@ -42,7 +42,7 @@ afterEach(() => {
 
 const ev = (seq: number, type: string, data: Record<string, unknown>) => ({ job_id: 'job_1', seq, time: 1, type, data })
 
-function serveJob(overrides: Record<string, unknown> = {}) {
+function serveJob(overrides: Record<string, unknown> = {}, models: unknown[] = []) {
   answer(fetchMock, {
     'GET /api/jobs/job_1': () => ({ body: job(overrides) }),
     'GET /api/jobs/job_1/metrics': () => ({
@@ -50,7 +50,7 @@ function serveJob(overrides: Record<string, unknown> = {}) {
     }),
     'GET /api/jobs/job_1/logs': () => ({ body: { lines: ['[thinker] plan: {"total_steps": 10}'], total_lines: 1 } }),
     'GET /api/jobs/job_1/checkpoints': () => ({ body: { data: [] } }),
-    'GET /api/models': () => ({ body: { data: [], count: 0 } }),
+    'GET /api/models': () => ({ body: { data: models, count: models.length } }),
     'POST /api/jobs/job_1/cancel': () => ({ body: job({ ...overrides, state: 'cancelled' }) }),
   })
 }
@@ -87,14 +87,29 @@ describe('job page', () => {
     expect(log).toHaveTextContent('step 4: ok')
   })
 
-  test('a failed job shows its reason and log tail; cancel asks first', async () => {
-    serveJob({ state: 'failed', reason: 'reward module nosuch not found', log_tail: 'Traceback: ...' })
+  test('a failed job that may pass: its reason, its log tail, and Resume', async () => {
+    serveJob({ state: 'failed', reason: 'worker lost', log_tail: 'Traceback: ...', retryable: true })
     renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
     expect(await screen.findByText('This job failed')).toBeInTheDocument()
-    expect(screen.getByText('reward module nosuch not found')).toBeInTheDocument()
+    expect(screen.getByText('worker lost')).toBeInTheDocument()
     expect(screen.getByText('Traceback: ...')).toBeInTheDocument()
     expect(screen.getByRole('button', { name: 'Resume' })).toBeInTheDocument()
     expect(screen.queryByRole('button', { name: 'Cancel job' })).toBeNull()
+  })
+
+  test('a failed job that resuming cannot fix: no Resume, a new job from its settings instead', async () => {
+    serveJob({ state: 'failed', reason: 'reward module nosuch not found', retryable: false })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByText('This job failed')).toBeInTheDocument()
+    expect(screen.queryByRole('button', { name: 'Resume' })).toBeNull()
+    expect(screen.getByText(/fix the settings and start a new job/)).toBeInTheDocument()
+    expect(screen.getByRole('link', { name: 'Start a new job from these settings' })).toHaveAttribute('href', '/training/new?from_job=job_1')
+  })
+
+  test('a paused job offers Resume only when the server says it is retryable', async () => {
+    serveJob({ state: 'paused', retryable: true })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByRole('button', { name: 'Resume' })).toBeInTheDocument()
   })
 
   test('cancel is confirmed before it is sent', async () => {
@@ -105,5 +120,54 @@ describe('job page', () => {
     expect(fetchMock.mock.calls.some(([r]) => r instanceof Request && r.url.endsWith('/cancel'))).toBe(false)
     await userEvent.click(screen.getByRole('button', { name: 'Yes, cancel the job' }))
     expect(await screen.findByText('cancelled')).toBeInTheDocument()
+  })
+
+  test('a job that continues from a library model links to it', async () => {
+    serveJob({ parent_model_id: 'mdl_parent' })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByTestId('parent-model')).toHaveTextContent('continues from mdl_parent')
+    expect(screen.getByRole('link', { name: 'mdl_parent' })).toHaveAttribute('href', '/models/mdl_parent')
+  })
+})
+
+describe('the report of an ended job', () => {
+  const done = { state: 'succeeded', step: 10, eta_s: null, finished_at: '2026-01-01T00:01:00Z' }
+  const lastModel = { id: 'mdl_last', name: 'arith-sl@10', step: 10, job_id: 'job_1' }
+
+  test('learned: the verdict in plain words, the samples, and the Playground', async () => {
+    serveJob({ ...done, report: report() }, [{ ...lastModel, id: 'mdl_first', step: 5 }, lastModel])
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByTestId('verdict')).toHaveTextContent('Learned: held-out exact match 0.68 vs 0.00 for the base model')
+    const samples = screen.getByRole('table', { name: 'held-out samples' })
+    expect(samples).toHaveTextContent('3+4')
+    expect(samples).toHaveTextContent('3+4+4+4')
+    expect(screen.getByText('empty answers:')).toBeInTheDocument()
+    expect(await screen.findByRole('link', { name: 'Try it in the Playground' })).toHaveAttribute('href', '/playground?model=mdl_last')
+    expect(screen.queryByText(/Train again/)).toBeNull()
+  })
+
+  test('not learned: each warning with its cause and the setting to change; no Playground', async () => {
+    const warning = { code: 'empty_answers', message: 'Every held-out answer is empty.', cause: 'Too few steps for an untrained model.', fix: 'raise max_steps to ~300' }
+    serveJob(
+      { ...done, report: report({ verdict: 'not_learned', metric: { name: 'exact_match', label: 'held-out exact match', value: 0, base: 0, higher_is_better: true }, warnings: [warning], samples: [{ prompt: '1+1', reference: '2', answer: '', base_answer: '' }] }) },
+      [lastModel],
+    )
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByTestId('verdict')).toHaveTextContent('Did not learn: held-out exact match 0.00 vs 0.00 for the base model')
+    expect(screen.getByText('Every held-out answer is empty.')).toBeInTheDocument()
+    expect(screen.getByText('Too few steps for an untrained model.')).toBeInTheDocument()
+    expect(screen.getByText('raise max_steps to ~300')).toBeInTheDocument()
+    expect(screen.getAllByText('(empty)')).toHaveLength(2)
+    expect(screen.getByRole('link', { name: /Train again with these settings changed/ })).toHaveAttribute('href', '/training/new?from_job=job_1')
+    await screen.findByRole('link', { name: 'Open in Models' })
+    expect(screen.queryByRole('link', { name: 'Try it in the Playground' })).toBeNull()
+  })
+
+  test('no report (an older job): done, without claiming it learned', async () => {
+    serveJob({ ...done, report: null })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByText(/has no report/)).toBeInTheDocument()
+    expect(screen.queryByTestId('verdict')).toBeNull()
+    expect(screen.queryByRole('link', { name: 'Try it in the Playground' })).toBeNull()
   })
 })

@@ -10,9 +10,11 @@ import { JobControls } from '../../components/Training/JobControls'
 import { LogTail } from '../../components/Training/LogTail'
 import { MetricsPanel } from '../../components/Training/MetricsPanel'
 import { isActive, useJob, useJobMetrics, type Job } from '../../components/Training/queries'
+import { ReportPanel } from '../../components/Training/ReportPanel'
 import { Rollouts } from '../../components/Training/Rollouts'
 import { buildSeries, sortStages, STAGE_LABEL } from '../../components/Training/series'
 import { Chip, Tabs } from '../../components/Training/ui'
+import { smoothedEta } from '../../components/Training/eta'
 import { formatDuration } from '../../components/Training/wizardLogic'
 import { useJobEvents } from '../../hooks/useJobEvents'
 
@@ -29,15 +31,22 @@ function FailureCard({ job }: { job: Job }) {
         // Opened at the bottom: a traceback's last lines say what went wrong.
         <pre ref={(el) => { if (el) el.scrollTop = el.scrollHeight }} className="mt-3 max-h-72 overflow-auto rounded-xl bg-ink-950 p-3 font-mono text-xs text-neutral-300">{job.log_tail}</pre>
       )}
-      <p className="mt-3 text-xs text-neutral-400">
-        Fix the cause (often the dataset or a setting), then <b>Resume</b> to continue from the last
-        checkpoint, or start a new job. TRAINING_GUIDE.md "Troubleshooting" lists common causes.
-      </p>
+      {job.retryable ? (
+        <p className="mt-3 text-xs text-neutral-400">
+          This failure may not happen again (the worker was lost, or the machine ran short): <b>Resume</b> continues from
+          the last checkpoint. TRAINING_GUIDE.md "Troubleshooting" lists common causes.
+        </p>
+      ) : (
+        <p className="mt-3 flex flex-wrap items-center gap-3 text-sm text-neutral-300">
+          <span>Resuming would fail the same way: fix the settings and start a new job.</span>
+          <Link to={`/training/new?from_job=${job.id}`} className="btn-cta">Start a new job from these settings</Link>
+        </p>
+      )}
     </section>
   )
 }
 
-function Header({ job, connected, stage }: { job: Job; connected: boolean; stage: string | null }) {
+function Header({ job, connected, stage, eta }: { job: Job; connected: boolean; stage: string | null; eta: number | null }) {
   const algo = ALGORITHM_BY_ID[job.algorithm as Algorithm]
   return (
     <header className="card flex flex-col gap-4">
@@ -50,6 +59,11 @@ function Header({ job, connected, stage }: { job: Job; connected: boolean; stage
             <Chip tone="accent">{algo ? `${algo.short} · ${algo.name}` : job.algorithm}</Chip>
             {stage && STAGE_LABEL[stage] && stage !== 'main' && <Chip tone="cta">{STAGE_LABEL[stage]}</Chip>}
             <Chip>{job.base_model}</Chip>
+            {job.parent_model_id && (
+              <span className="text-xs text-neutral-400" data-testid="parent-model">
+                continues from <Link to={`/models/${job.parent_model_id}`} className="font-mono text-accent hover:underline">{job.parent_model_id}</Link>
+              </span>
+            )}
             <Chip>{job.backend}</Chip>
             {job.dataset_id && <Link to={`/datasets/${job.dataset_id}`}><Chip>dataset {job.dataset_id}</Chip></Link>}
             <span className="font-mono text-xs text-neutral-600">{job.id}</span>
@@ -64,7 +78,7 @@ function Header({ job, connected, stage }: { job: Job; connected: boolean; stage
             step {job.step} / {job.total_steps ?? '?'}{stage && stage !== 'main' ? ' of this stage' : ''}
           </span>
           <span>
-            {job.state === 'running' && job.eta_s !== null && <>ETA {formatDuration(job.eta_s)} · </>}
+            {eta !== null && <span data-testid="job-eta">ETA {formatDuration(eta)} · </span>}
             {isActive(job.state) && (
               <span className={connected ? 'text-ok' : 'text-warn'}>{connected ? '● live' : '○ reconnecting…'}</span>
             )}
@@ -103,20 +117,9 @@ export function JobPage() {
   ]
   return (
     <div className="mx-auto flex max-w-7xl flex-col gap-5">
-      <Header job={j} connected={connected} stage={j.algorithm === 'rlhf' ? (sortStages(stages).at(-1)?.stage ?? null) : null} />
+      <Header job={j} connected={connected} eta={smoothedEta(j, metrics.data?.data ?? [])} stage={j.algorithm === 'rlhf' ? (sortStages(stages).at(-1)?.stage ?? null) : null} />
       {j.state === 'failed' && <FailureCard job={j} />}
-      {j.state === 'succeeded' && (
-        <section className="card flex flex-wrap items-center justify-between gap-3 border-ok/40">
-          <p className="text-sm text-neutral-300">
-            <b className="text-ok">Done.</b> Every checkpoint is now a model in the library. Try the
-            last one in the Playground, or compare it with the base model.
-          </p>
-          <div className="flex gap-2">
-            <button type="button" className="btn-ghost" onClick={() => setTab('checkpoints')}>Checkpoints</button>
-            <Link to={`/models?job_id=${j.id}`} className="btn-cta">Open in Models</Link>
-          </div>
-        </section>
-      )}
+      <ReportPanel job={j} onCheckpoints={() => setTab('checkpoints')} />
       <Tabs tabs={tabs} value={tab} onChange={setTab} />
       {tab === 'metrics' &&
         (metrics.isLoading ? (

@@ -1,36 +1,72 @@
-// /training/new: the full form for users who know what they want. Every key hyperparameter
-// starts at the server's default; the JSON editor takes the rest. A refused job shows the
-// server's `problems` beside the form; a queued one opens its page.
+// /training/new: the full form for users who know what they want. Fields left empty take the
+// server's proposal for this data (shown in grey); every number is checked as typed against
+// the server's rules, and the job cannot be queued while one is refused. `?from_job=` starts
+// from an ended job's settings. A refused job shows the server's `problems` by their fields.
 import { useState } from 'react'
-import { Link, useNavigate } from 'react-router-dom'
+import { Link, useNavigate, useSearchParams } from 'react-router-dom'
 import { ErrorState, Loading } from '../../components/common/States'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
-import { ALGORITHMS, KINDS, PARAMS, RLHF_KINDS, RLHF_STAGE_PARAMS, builtinModels, type Algorithm } from '../../components/Training/algorithms'
-import { DatasetSelect, ParamField } from '../../components/Training/fields'
-import { buildJobRequest, defaultFields, initialForm, type FormState } from '../../components/Training/jobRequest'
-import { useBaseModels, useCreateJob, useDatasets, type CreateJobError } from '../../components/Training/queries'
+import { ALGORITHMS, KINDS, PARAMS, RLHF_KINDS, RLHF_STAGE_PARAMS, type Algorithm } from '../../components/Training/algorithms'
+import { problemsAbout, type JobProposal, type ProblemsError } from '../../components/Training/contract'
+import { BaseModelField, DatasetSelect, ParamField } from '../../components/Training/fields'
+import { buildJobRequest, formErrors, formFromJob, initialForm, proposalRequest, type FormState } from '../../components/Training/jobRequest'
+import { useBaseModels, useConfigSchema, useCreateJob, useDatasets, useDebounced, useJob, useProposal, type CreateJobError, type Job } from '../../components/Training/queries'
+import { Warning } from '../../components/Training/ui'
 
 export function NewJobPage() {
+  const [search] = useSearchParams()
+  const fromJob = search.get('from_job')
+  const source = useJob(fromJob ?? '', !!fromJob)
+  if (fromJob && source.isLoading) return <Loading what={`the settings of job ${fromJob}`} />
+  const from = fromJob && source.data ? source.data : null
+  return (
+    <NewJobForm
+      key={from?.id ?? 'blank'}
+      initial={from ? formFromJob(from) : initialForm()}
+      from={from}
+      sourceError={fromJob && source.isError ? `Could not load job ${fromJob}: starting from a blank form.` : null}
+    />
+  )
+}
+
+/** What the server would use for an empty field: its proposal's value. */
+function proposed(proposal: JobProposal | undefined, stage: string | null, key: string): unknown {
+  const config = proposal?.config
+  if (!config) return undefined
+  const section = stage ? (config[stage] as Record<string, unknown> | undefined) : config
+  return section?.[key]
+}
+
+function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: Job | null; sourceError: string | null }) {
   const navigate = useNavigate()
   const datasets = useDatasets()
   const models = useBaseModels()
+  const schemas = useConfigSchema()
   const create = useCreateJob()
-  const [form, setForm] = useState<FormState>(() => initialForm())
-  const [localProblems, setLocalProblems] = useState<string[]>([])
+  const [form, setForm] = useState<FormState>(initial)
   const set = (patch: Partial<FormState>) => setForm((f) => ({ ...f, ...patch }))
-  const builtins = builtinModels(models.data ?? [])
+
+  // The proposal is asked with the valid fields; the batch rule then needs its training rows.
+  const request = useDebounced(proposalRequest(form, formErrors(form, schemas.data, undefined)))
+  const proposal = useProposal(request)
+  const errors = formErrors(form, schemas.data, proposal.data)
   const preview = buildJobRequest(form)
   const serverProblems = create.isError ? ((create.error as CreateJobError).problems ?? []) : []
-  const problems = localProblems.length ? localProblems : serverProblems
+  const proposalProblems = proposal.isError ? ((proposal.error as ProblemsError).problems ?? []) : []
+  const fieldError = (key: string) => errors[key] ?? problemsAbout(serverProblems, `config.${key}`)[0] ?? null
+  const baseModelError =
+    (!form.baseModel.trim() ? 'Enter a base model.' : null) ??
+    problemsAbout(serverProblems, 'base_model')[0] ??
+    problemsAbout(proposalProblems, 'base_model')[0] ??
+    null
+  const localProblems = [...Object.entries(errors).map(([k, m]) => `${k}: ${m}`), ...preview.problems]
+  const canSubmit = localProblems.length === 0 && preview.body !== null && !create.isPending
 
-  const chooseAlgorithm = (algorithm: Algorithm) =>
-    set({ algorithm, params: defaultFields(PARAMS[algorithm]), datasetId: '' })
+  const chooseAlgorithm = (algorithm: Algorithm) => set({ algorithm, params: {}, stageParams: {}, datasetId: '' })
 
   const submit = (e: React.FormEvent) => {
     e.preventDefault()
-    const { body, problems: found } = buildJobRequest(form)
-    setLocalProblems(found)
-    if (body) create.mutate(body, { onSuccess: (job) => navigate(`/training/${job.id}`) })
+    if (canSubmit && preview.body) create.mutate(preview.body, { onSuccess: (job) => navigate(`/training/${job.id}`) })
   }
 
   if (datasets.isLoading) return <Loading what="datasets" />
@@ -44,8 +80,13 @@ export function NewJobPage() {
           <Link to="/training" className="text-xs text-neutral-500 hover:text-accent">← All jobs</Link>
           <h1 className="text-2xl font-semibold text-neutral-100">New training job</h1>
           <p className="text-sm text-neutral-400">
-            Every setting. First time? <Link to="/training/wizard" className="text-cta hover:underline">The wizard</Link> picks them for you.
+            {from ? (
+              <>Starting from the settings of <Link to={`/training/${from.id}`} className="text-accent hover:underline">{from.name}</Link>: change what its report asks, then queue it.</>
+            ) : (
+              <>Every setting. First time? <Link to="/training/wizard" className="text-cta hover:underline">The wizard</Link> picks them for you.</>
+            )}
           </p>
+          {sourceError && <p role="alert" className="mt-1 text-sm text-warn">{sourceError}</p>}
         </div>
         <AlgorithmInfoButton highlight={form.algorithm} />
       </header>
@@ -77,16 +118,14 @@ export function NewJobPage() {
                 <option value="tinker">tinker — Tinker's GPUs (needs the key in Settings)</option>
               </select>
             </div>
-            <div>
-              <label htmlFor="nj-model" className="label">Base model</label>
-              {form.backend === 'local' ? (
-                <select id="nj-model" className="input" value={form.baseModel} onChange={(e) => set({ baseModel: e.target.value })}>
-                  {(builtins.length ? builtins : ['thinker/tiny']).map((m) => <option key={m}>{m}</option>)}
-                </select>
-              ) : (
-                <input id="nj-model" className="input font-mono" placeholder="e.g. Qwen/Qwen3-8B" value={form.baseModel} onChange={(e) => set({ baseModel: e.target.value })} />
-              )}
-            </div>
+            <BaseModelField
+              id="nj-model"
+              value={form.baseModel}
+              onChange={(v) => set({ baseModel: v })}
+              options={form.backend === 'local' ? (models.data ?? []) : []}
+              placeholder={form.backend === 'local' ? 'e.g. Qwen/Qwen3-0.6B' : 'e.g. Qwen/Qwen3-8B'}
+              error={baseModelError}
+            />
           </section>
 
           <section className="card grid gap-4 md:grid-cols-3">
@@ -104,10 +143,20 @@ export function NewJobPage() {
           </section>
 
           <section className="card">
-            <h2 className="mb-3 text-sm font-medium text-neutral-200">Hyperparameters <span className="text-xs text-neutral-500">— prefilled with the server's defaults</span></h2>
+            <h2 className="mb-3 text-sm font-medium text-neutral-200">
+              Hyperparameters <span className="text-xs text-neutral-500">— empty fields take the server's proposal for this data (in grey)</span>
+            </h2>
             <div className="grid gap-4 sm:grid-cols-2 xl:grid-cols-3">
               {PARAMS[form.algorithm].map((p) => (
-                <ParamField key={p.key} id={`nj-${p.key}`} spec={p} value={form.params[p.key] ?? ''} onChange={(v) => set({ params: { ...form.params, [p.key]: v } })} />
+                <ParamField
+                  key={p.key}
+                  id={`nj-${p.key}`}
+                  spec={p}
+                  value={form.params[p.key] ?? ''}
+                  error={fieldError(p.key)}
+                  proposed={proposed(proposal.data, null, p.key)}
+                  onChange={(v) => set({ params: { ...form.params, [p.key]: v } })}
+                />
               ))}
             </div>
             {form.algorithm === 'rlhf' &&
@@ -116,7 +165,15 @@ export function NewJobPage() {
                   <h3 className="label text-accent">{s === 'sl' ? 'Stage 1 · SL' : s === 'rm' ? 'Stage 2 · reward model' : 'Stage 3 · RL'}</h3>
                   <div className="grid gap-4 sm:grid-cols-2 xl:grid-cols-4">
                     {RLHF_STAGE_PARAMS[s].map((p) => (
-                      <ParamField key={p.key} id={`nj-${s}-${p.key}`} spec={p} value={form.stageParams[`${s}.${p.key}`] ?? ''} onChange={(v) => set({ stageParams: { ...form.stageParams, [`${s}.${p.key}`]: v } })} />
+                      <ParamField
+                        key={p.key}
+                        id={`nj-${s}-${p.key}`}
+                        spec={p}
+                        value={form.stageParams[`${s}.${p.key}`] ?? ''}
+                        error={fieldError(`${s}.${p.key}`)}
+                        proposed={proposed(proposal.data, s, p.key)}
+                        onChange={(v) => set({ stageParams: { ...form.stageParams, [`${s}.${p.key}`]: v } })}
+                      />
                     ))}
                   </div>
                 </div>
@@ -142,29 +199,72 @@ export function NewJobPage() {
         </div>
 
         <aside className="flex flex-col gap-4 lg:sticky lg:top-0 lg:self-start">
-          {problems.length > 0 && (
+          {localProblems.length > 0 && (
             <section role="alert" className="card border-bad/60">
-              <h2 className="font-semibold text-bad">{localProblems.length ? 'Fix these first' : 'The server refused this job'}</h2>
+              <h2 className="font-semibold text-bad">Fix these first</h2>
               <ul className="mt-2 list-disc space-y-1 pl-5 text-sm text-neutral-200">
-                {problems.map((p) => <li key={p} className="font-mono text-xs">{p}</li>)}
+                {localProblems.map((p) => <li key={p} className="font-mono text-xs">{p}</li>)}
               </ul>
             </section>
           )}
-          {create.isError && !problems.length && (
+          {serverProblems.length > 0 && (
+            <section role="alert" className="card border-bad/60">
+              <h2 className="font-semibold text-bad">The server refused this job</h2>
+              <ul className="mt-2 list-disc space-y-1 pl-5 text-sm text-neutral-200">
+                {serverProblems.map((p) => <li key={p} className="font-mono text-xs">{p}</li>)}
+              </ul>
+            </section>
+          )}
+          {create.isError && !serverProblems.length && (
             <section role="alert" className="card border-bad/60 text-sm text-bad">{create.error.message}</section>
           )}
+          <ProposalCard proposal={proposal.data} loading={proposal.isFetching} problems={proposal.isError ? proposalProblems.length ? proposalProblems : [proposal.error.message] : []} />
           <section className="card">
             <h2 className="label">Request</h2>
-            <pre className="max-h-96 overflow-auto rounded-xl bg-ink-950 p-3 font-mono text-xs text-neutral-300">
+            <pre data-testid="request-preview" className="max-h-96 overflow-auto rounded-xl bg-ink-950 p-3 font-mono text-xs text-neutral-300">
               {preview.body ? JSON.stringify(preview.body, null, 2) : preview.problems.join('\n')}
             </pre>
-            <button type="submit" className="btn-cta mt-4 w-full justify-center" disabled={create.isPending}>
+            <button type="submit" className="btn-cta mt-4 w-full justify-center" disabled={!canSubmit}>
               {create.isPending ? 'Validating…' : 'Queue the job'}
             </button>
-            <p className="mt-2 text-xs text-neutral-500">The server validates everything against the dataset before queueing; nothing is kept if it refuses.</p>
+            <p className="mt-2 text-xs text-neutral-500">
+              Sent as shown: keys left out take the server's proposal. The server validates everything against the dataset before
+              queueing; nothing is kept if it refuses.
+            </p>
           </section>
         </aside>
       </form>
     </div>
+  )
+}
+
+/** The server's proposal for this data: the steps it comes to, and what to watch out for. */
+function ProposalCard({ proposal, loading, problems }: { proposal: JobProposal | undefined; loading: boolean; problems: string[] }) {
+  if (problems.length) {
+    return (
+      <section className="card border-warn/50">
+        <h2 className="label">Proposal</h2>
+        <ul className="mt-1 space-y-1 text-xs text-warn">{problems.map((p) => <li key={p}>{p}</li>)}</ul>
+      </section>
+    )
+  }
+  if (!proposal) {
+    return (
+      <section className="card text-xs text-neutral-500">
+        <h2 className="label">Proposal</h2>
+        {loading ? 'Asking the server…' : 'Choose the base model and the data: the server then proposes the settings you leave empty.'}
+      </section>
+    )
+  }
+  return (
+    <section className="card flex flex-col gap-2" aria-label="proposal">
+      <h2 className="label">Proposal {loading && <span className="normal-case text-neutral-500">· updating…</span>}</h2>
+      <p className="text-sm text-neutral-200">
+        <b>{proposal.total_steps} steps</b>
+        {proposal.stages.length > 1 && <> ({proposal.stages.map((s) => `${s.stage} ${s.steps}`).join(', ')})</>} · {proposal.train_rows} training rows
+      </p>
+      {proposal.warnings.map((w) => <Warning key={w}>{w}</Warning>)}
+      <ul className="text-xs text-neutral-400">{proposal.stages.flatMap((s) => s.why).map((w) => <li key={w}>• {w}</li>)}</ul>
+    </section>
   )
 }

@@ -1,5 +1,6 @@
 // The Training view owns its nested routes: the job list, a job, the new-job form, the wizard.
 import { Route, Routes } from 'react-router-dom'
+import { NotFoundPage } from '../NotFoundPage'
 import { JobListPage } from './JobListPage'
 import { JobPage } from './JobPage'
 import { NewJobPage } from './NewJobPage'
@@ -12,6 +13,7 @@ export function TrainingView() {
       <Route path="new" element={<NewJobPage />} />
       <Route path="wizard" element={<WizardPage />} />
       <Route path=":jobId" element={<JobPage />} />
+      <Route path="*" element={<NotFoundPage />} />
     </Routes>
   )
 }

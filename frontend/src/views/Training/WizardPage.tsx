@@ -1,28 +1,32 @@
-// /training/wizard: a first training job in five steps — goal → data → configuration (defaults
-// from the dataset's size) → review (steps and time, with the basis of the estimate) → launch
-// (confirmation, then the live deploy steps and what happens next).
+// /training/wizard: a first training job in five steps — goal → data → configuration (the
+// server's proposal for this data, editable; each edit is checked as typed and re-proposed) →
+// review (the request exactly as it is sent, steps and time) → launch (confirmation, then the
+// live deploy steps and the verdict). `?from=mdl_…` continues from a library model.
 import { useMemo, useState } from 'react'
-import { Link } from 'react-router-dom'
-import { errorMessage } from '../../api/client'
+import { Link, useSearchParams } from 'react-router-dom'
+import { errorMessage, type Schemas } from '../../api/client'
 import { ErrorState, Loading } from '../../components/common/States'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
-import { ALGORITHMS, ALGORITHM_BY_ID, KINDS, RLHF_KINDS, builtinModels, type Algorithm } from '../../components/Training/algorithms'
+import { ALGORITHMS, ALGORITHM_BY_ID, KINDS, RLHF_KINDS, type Algorithm } from '../../components/Training/algorithms'
+import { problemsAbout, type JobProposal, type ProblemsError, type ProposalRequest, type Stage } from '../../components/Training/contract'
 import { DeploySteps } from '../../components/Training/DeploySteps'
-import { DatasetSelect } from '../../components/Training/fields'
-import { useBaseModels, useCreateJob, useDatasets, type CreateJobError } from '../../components/Training/queries'
-import { InfoTip, Modal } from '../../components/Training/ui'
+import { BaseModelField, DatasetSelect, NumberField } from '../../components/Training/fields'
+import { useBaseModels, useConfigSchema, useCreateJob, useDatasets, useDebounced, useProposal, type CreateJobError } from '../../components/Training/queries'
+import { Modal } from '../../components/Training/ui'
 import { usePaces } from '../../components/Training/usePace'
-import { applyOverrides, estimateTime, formatDuration, planOf, suggestPlan, type StagePlan } from '../../components/Training/wizardLogic'
+import { batchKey, batchLimit, checkNumber, parseNumber, ruleOf } from '../../components/Training/validate'
+import { defaultJobName, estimateTime, formatDuration } from '../../components/Training/wizardLogic'
 import { useUiStore } from '../../state/ui'
 
 const STEP_TITLES = ['Goal', 'Data', 'Configuration', 'Review', 'Launch']
-const STAGE_TITLE: Record<StagePlan['stage'], string> = { sl: 'Supervised (SL)', dpo: 'DPO', rm: 'Reward model (judge)', rl: 'Reinforcement (RL)' }
+const STAGE_TITLE: Record<Stage, string> = { sl: 'Supervised (SL)', dpo: 'DPO', rm: 'Reward model (judge)', rl: 'Reinforcement (RL)' }
 
 const FIELDS: Record<'supervised' | 'rl', { key: string; label: string; help: string }[]> = {
   supervised: [
     { key: 'batch_size', label: 'Batch size', help: 'Examples (or pairs) per step. Larger = smoother but fewer steps.' },
-    { key: 'num_epochs', label: 'Epochs', help: 'Passes over the data. Small sets: 2–3; watch the held-out loss for overfitting.' },
-    { key: 'learning_rate', label: 'Learning rate', help: 'Step size. If the loss swings or climbs, halve it; if it barely moves, double it.' },
+    { key: 'max_steps', label: 'Steps', help: 'Optimizer steps. Set, it decides the run\'s length; empty, the epochs do. thinker/tiny learns a small task in about 800 (TRAINING_GUIDE, Proposed settings).' },
+    { key: 'num_epochs', label: 'Epochs', help: 'Passes over the data, when Steps is empty: setting it recomputes the steps. A pretrained model: 3 under 1,000 rows, 2 under 10,000, else 1. thinker/tiny (random weights) needs steps, not epochs: about 800.' },
+    { key: 'learning_rate', label: 'Learning rate', help: 'Step size: 3e-3 for thinker/tiny, the cookbook\'s rate for its width for a pretrained model (5.3e-4 for Qwen3-0.6B). If the loss swings or climbs, halve it; if it barely moves, double it.' },
     { key: 'eval_every', label: 'Evaluate every', help: 'Steps between held-out evaluations (about 10 per run).' },
     { key: 'save_every', label: 'Save every', help: 'Steps between checkpoints; each becomes a model you can try.' },
   ],
@@ -52,10 +56,10 @@ function Stepper({ step }: { step: number }) {
   )
 }
 
-function GoalStep({ value, onPick }: { value: Algorithm | null; onPick: (a: Algorithm) => void }) {
+function GoalStep({ value, onPick, choices }: { value: Algorithm | null; onPick: (a: Algorithm) => void; choices: readonly Algorithm[] }) {
   return (
     <div className="grid gap-3 md:grid-cols-2">
-      {ALGORITHMS.map((a) => (
+      {ALGORITHMS.filter((a) => choices.includes(a.id)).map((a) => (
         <button
           key={a.id}
           type="button"
@@ -76,61 +80,120 @@ function GoalStep({ value, onPick }: { value: Algorithm | null; onPick: (a: Algo
   )
 }
 
+type Ids = { main: string; rm: string; rl: string }
+type Json = Record<string, unknown>
+
+/** Where a stage's settings are in a job config: config.<stage> for rlhf, config otherwise. */
+function sectionOf(config: Json | undefined, rlhf: boolean, stage: Stage): Json {
+  if (!config) return {}
+  return rlhf ? ((config[stage] as Json | undefined) ?? {}) : config
+}
+
+const shown = (v: unknown) => (v === undefined || v === null ? '' : String(v))
+
+/** Each edited field's problem, keyed "<stage>.<key>": the schema's rules and the batch rule. */
+function editErrors(edits: Readonly<Record<string, string>>, schemas: ReturnType<typeof useConfigSchema>['data'], rows: Partial<Record<Stage, number>>) {
+  const errors: Record<string, string> = {}
+  for (const [k, raw] of Object.entries(edits)) {
+    const [stage, key] = k.split('.') as [Stage, string]
+    const limit = key === batchKey(stage) ? batchLimit(rows[stage]) : undefined
+    const error = checkNumber(raw, ruleOf(schemas?.[stage], key), { required: true, limit })
+    if (error) errors[k] = error
+  }
+  return errors
+}
+
+/** The proposal request: the data, and the edits that can be sent (refused ones wait for a fix). */
+function proposalRequest(algorithm: Algorithm | null, baseModel: string, ids: Ids, edits: Readonly<Record<string, string>>, errors: Readonly<Record<string, string>>): ProposalRequest | null {
+  if (!algorithm || !baseModel.trim() || !ids.main) return null
+  const rlhf = algorithm === 'rlhf'
+  if (rlhf && !(ids.rm && ids.rl)) return null
+  const config: Json = rlhf ? { sl: {}, rm: { dataset_id: ids.rm }, rl: { dataset_id: ids.rl } } : {}
+  for (const [k, raw] of Object.entries(edits)) {
+    const value = parseNumber(raw)
+    if (errors[k] || value === null) continue
+    const [stage, key] = k.split('.') as [Stage, string]
+    ;(rlhf ? (config[stage] as Json) : config)[key] = value
+  }
+  return { algorithm, backend: 'local', base_model: baseModel.trim(), dataset_id: ids.main, config }
+}
+
 export function WizardPage() {
+  const [search] = useSearchParams()
+  const from = search.get('from')
   const datasets = useDatasets()
   const models = useBaseModels()
+  const schemas = useConfigSchema()
   const create = useCreateJob()
   const setWizardSeen = useUiStore((s) => s.setWizardSeen)
   const [step, setStep] = useState(0)
   const [algorithm, setAlgorithm] = useState<Algorithm | null>(null)
-  const [ids, setIds] = useState({ main: '', rm: '', rl: '' })
-  const [baseModel, setBaseModel] = useState('thinker/tiny')
+  const [ids, setIds] = useState<Ids>({ main: '', rm: '', rl: '' })
+  const [baseModel, setBaseModel] = useState(from ?? 'thinker/tiny')
   const [name, setName] = useState('')
+  // The default name's time: set when the method or the data is chosen, not at each render.
+  const [stamp, setStamp] = useState(() => new Date())
   const [edits, setEdits] = useState<Record<string, string>>({})
   const [confirming, setConfirming] = useState(false)
   const [jobId, setJobId] = useState<string | null>(null)
 
   const all = useMemo(() => datasets.data?.data ?? [], [datasets.data])
   const byId = (id: string) => all.find((d) => d.id === id)
-  const rows = (id: string) => byId(id)?.num_rows ?? 0
+  const rlhf = algorithm === 'rlhf'
 
-  const plan = useMemo(() => {
-    if (!algorithm) return null
-    const base = suggestPlan(algorithm, { main: rows(ids.main), pairs: rows(ids.rm), prompts: rows(ids.rl) }, baseModel)
-    const stages = base.stages.map((s, i) => {
-      const mine: Record<string, number> = {}
-      for (const [k, v] of Object.entries(edits)) {
-        const [idx, key] = k.split(':')
-        if (Number(idx) === i && v.trim() !== '' && Number.isFinite(Number(v)) && Number(v) > 0) mine[key] = Number(v)
-      }
-      return applyOverrides(s, mine)
-    })
-    return planOf(stages, algorithm === 'rlhf')
-    // rows() reads `all`, which is in the deps.
-  }, [algorithm, ids, baseModel, edits, all])
+  // The proposal without edits gives each stage's training rows, which bound the batch
+  // fields; the one with the valid edits is what is shown and sent.
+  const base = useProposal(useDebounced(proposalRequest(algorithm, baseModel, ids, {}, {})))
+  const rows = Object.fromEntries((base.data?.stages ?? []).map((s) => [s.stage, s.train_rows])) as Partial<Record<Stage, number>>
+  const errors = editErrors(edits, schemas.data, rows)
+  const request = proposalRequest(algorithm, baseModel, ids, edits, errors)
+  const asked = useDebounced(request)
+  const proposal = useProposal(asked)
+  const fresh = JSON.stringify(asked) === JSON.stringify(request) && proposal.isSuccess && !proposal.isPlaceholderData
+  const current: JobProposal | undefined = proposal.data ?? base.data
+
+  const proposalProblems = proposal.isError ? ((proposal.error as ProblemsError).problems ?? []) : []
+  const createProblems = create.isError ? ((create.error as CreateJobError).problems ?? []) : []
+  const baseModelError =
+    (!baseModel.trim() ? 'Enter a base model.' : null) ??
+    problemsAbout(createProblems, 'base_model')[0] ??
+    problemsAbout(proposalProblems, 'base_model')[0] ??
+    problemsAbout(base.isError ? ((base.error as ProblemsError).problems ?? []) : [], 'base_model')[0] ??
+    null
+  const fieldPath = (stage: Stage, key: string) => (rlhf ? `config.${stage}.${key}` : `config.${key}`)
+  const fieldError = (stage: Stage, key: string) =>
+    errors[`${stage}.${key}`] ?? problemsAbout([...proposalProblems, ...createProblems], fieldPath(stage, key))[0] ?? null
+  // The problems no field shows: a missing dataset, a server that cannot be reached.
+  const shownPaths = (proposal.data ?? base.data)?.stages.flatMap((s) => FIELDS[s.stage === 'rl' ? 'rl' : 'supervised'].map((f) => fieldPath(s.stage, f.key))) ?? []
+  const generalProblems = !proposal.isError
+    ? []
+    : proposalProblems.length
+      ? proposalProblems.filter((p) => !p.startsWith('base_model:') && !shownPaths.some((f) => p.startsWith(`${f}:`)))
+      : [errorMessage(proposal.error)]
+
+  const defaultName = algorithm && byId(ids.main) ? defaultJobName(byId(ids.main)?.name ?? ids.main, algorithm, stamp) : ''
+  const body: Schemas['JobCreate'] | null =
+    algorithm && fresh && proposal.data
+      ? { algorithm, backend: 'local', base_model: baseModel.trim(), dataset_id: ids.main, name: name.trim() || defaultName, priority: 0, config: proposal.data.config }
+      : null
 
   const paces = usePaces(algorithm ?? 'sl', baseModel, 'local', step >= 3 && algorithm !== null)
-  const estimate = plan && paces.data ? estimateTime(plan, paces.data) : null
+  const estimate = body && proposal.data && paces.data ? estimateTime(proposal.data.stages, paces.data) : null
 
   if (datasets.isLoading) return <Loading what="datasets" />
   if (datasets.isError) return <ErrorState error={datasets.error} what="datasets" />
 
   const info = algorithm ? ALGORITHM_BY_ID[algorithm] : null
-  const dataReady = algorithm === 'rlhf' ? !!(ids.main && ids.rm && ids.rl) : !!ids.main
-  const canNext = step === 0 ? !!algorithm : step === 1 ? dataReady : true
-  const builtins = builtinModels(models.data ?? [])
-  const defaultName = info && byId(ids.main) ? `${byId(ids.main)?.name}-${info.id}` : ''
+  const dataReady = rlhf ? !!(ids.main && ids.rm && ids.rl) : !!ids.main
+  const configReady = fresh && !baseModelError && Object.keys(errors).length === 0
+  const canNext = step === 0 ? !!algorithm : step === 1 ? dataReady : step === 2 ? configReady : true
+  const fromLabel = from ? (models.data?.find((m) => m.id === from)?.label ?? from) : null
+  const choices: Algorithm[] = from ? ['sl', 'dpo', 'rl'] : ALGORITHMS.map((a) => a.id)
 
   const launch = () => {
-    if (!algorithm || !plan) return
+    if (!body) return
     setConfirming(false)
-    const config = algorithm === 'rlhf'
-      ? { sl: plan.config.sl, rm: { ...(plan.config.rm as object), dataset_id: ids.rm }, rl: { ...(plan.config.rl as object), dataset_id: ids.rl } }
-      : plan.config
-    create.mutate(
-      { algorithm, backend: 'local', base_model: baseModel, dataset_id: ids.main, name: name.trim() || defaultName, priority: 0, config },
-      { onSuccess: (job) => { setJobId(job.id); setWizardSeen(true); setStep(4) } },
-    )
+    create.mutate(body, { onSuccess: (job) => { setJobId(job.id); setWizardSeen(true); setStep(4) } })
   }
 
   return (
@@ -138,7 +201,7 @@ export function WizardPage() {
       <header className="flex flex-wrap items-end justify-between gap-4">
         <div>
           <Link to="/training" className="text-xs text-neutral-500 hover:text-accent">← All jobs</Link>
-          <h1 className="text-2xl font-semibold text-neutral-100">Train your first model</h1>
+          <h1 className="text-2xl font-semibold text-neutral-100">{fromLabel ? `Train ${fromLabel} further` : 'Train your first model'}</h1>
           <p className="text-sm text-neutral-400">Five short steps. Nothing starts until you confirm. <Link to="/training/new" className="text-accent hover:underline">Skip the wizard</Link></p>
         </div>
         <AlgorithmInfoButton highlight={algorithm ?? undefined} />
@@ -149,7 +212,13 @@ export function WizardPage() {
         {step === 0 && (
           <>
             <h2 className="text-lg font-medium text-neutral-100">What do you want the model to learn?</h2>
-            <GoalStep value={algorithm} onPick={(a) => { setAlgorithm(a); setIds({ main: '', rm: '', rl: '' }); setEdits({}) }} />
+            {fromLabel && (
+              <p className="card border-accent/50 text-sm text-neutral-300">
+                Continuing from <b className="font-mono text-accent">{fromLabel}</b>: its adapter trains further on new data, with supervised
+                examples, preference pairs or a reward. (RLHF trains its own first stage, so it starts from a base model.)
+              </p>
+            )}
+            <GoalStep value={algorithm} choices={choices} onPick={(a) => { setAlgorithm(a); setIds({ main: '', rm: '', rl: '' }); setEdits({}); setStamp(new Date()) }} />
           </>
         )}
 
@@ -157,19 +226,19 @@ export function WizardPage() {
           <>
             <h2 className="text-lg font-medium text-neutral-100">Which data should it learn from?</h2>
             <p className="text-sm text-neutral-400">
-              {info.short} trains on {algorithm === 'rlhf' ? 'three datasets: demonstrations, preference pairs and prompts' : `${KINDS[algorithm].join(' or ')} datasets`}. One row looks like:
+              {info.short} trains on {rlhf ? 'three datasets: demonstrations, preference pairs and prompts' : `${KINDS[algorithm].join(' or ')} datasets`}. One row looks like:
               <code className="ml-2 rounded bg-ink-950 px-2 py-0.5 font-mono text-xs text-neutral-300">{info.example}</code>
             </p>
             <div className="card grid gap-4 md:grid-cols-3">
-              {algorithm === 'rlhf' ? (
+              {rlhf ? (
                 <>
-                  <DatasetSelect id="wz-ds" label="1 · Demonstrations" kinds={RLHF_KINDS.sl} datasets={all} value={ids.main} onChange={(v) => setIds({ ...ids, main: v })} />
-                  <DatasetSelect id="wz-ds-rm" label="2 · Preference pairs" kinds={RLHF_KINDS.rm} datasets={all} value={ids.rm} onChange={(v) => setIds({ ...ids, rm: v })} />
-                  <DatasetSelect id="wz-ds-rl" label="3 · Prompts" kinds={RLHF_KINDS.rl} datasets={all} value={ids.rl} onChange={(v) => setIds({ ...ids, rl: v })} />
+                  <DatasetSelect id="wz-ds" label="1 · Demonstrations" kinds={RLHF_KINDS.sl} datasets={all} value={ids.main} onChange={(v) => { setIds({ ...ids, main: v }); setEdits({}); setStamp(new Date()) }} />
+                  <DatasetSelect id="wz-ds-rm" label="2 · Preference pairs" kinds={RLHF_KINDS.rm} datasets={all} value={ids.rm} onChange={(v) => { setIds({ ...ids, rm: v }); setEdits({}) }} />
+                  <DatasetSelect id="wz-ds-rl" label="3 · Prompts" kinds={RLHF_KINDS.rl} datasets={all} value={ids.rl} onChange={(v) => { setIds({ ...ids, rl: v }); setEdits({}) }} />
                 </>
               ) : (
                 <div className="md:col-span-3">
-                  <DatasetSelect id="wz-ds" label="Dataset" kinds={KINDS[algorithm]} datasets={all} value={ids.main} onChange={(v) => { setIds({ ...ids, main: v }); setEdits({}) }} />
+                  <DatasetSelect id="wz-ds" label="Dataset" kinds={KINDS[algorithm]} datasets={all} value={ids.main} onChange={(v) => { setIds({ ...ids, main: v }); setEdits({}); setStamp(new Date()) }} />
                 </div>
               )}
             </div>
@@ -179,67 +248,114 @@ export function WizardPage() {
           </>
         )}
 
-        {step === 2 && plan && (
+        {step === 2 && algorithm && (
           <>
-            <h2 className="text-lg font-medium text-neutral-100">Configuration, chosen from your data's size</h2>
+            <h2 className="text-lg font-medium text-neutral-100">Configuration, proposed by the server for your data</h2>
             <div className="card grid gap-4 md:grid-cols-2">
-              <div>
-                <label htmlFor="wz-model" className="label">Base model</label>
-                <select id="wz-model" className="input" value={baseModel} onChange={(e) => { setBaseModel(e.target.value); setEdits({}) }}>
-                  {(builtins.length ? builtins : ['thinker/tiny']).map((m) => <option key={m}>{m}</option>)}
-                </select>
-                <p className="mt-1 text-xs text-neutral-500">thinker/tiny trains in seconds on a CPU — ideal for a first run. Tinker models: use the advanced form.</p>
-              </div>
+              <BaseModelField id="wz-model" value={baseModel} onChange={(v) => { setBaseModel(v); create.reset() }} options={models.data ?? []} error={baseModelError} />
               <div>
                 <label htmlFor="wz-name" className="label">Job name</label>
                 <input id="wz-name" className="input" placeholder={defaultName} value={name} onChange={(e) => setName(e.target.value)} />
+                <p className="mt-1 text-xs text-neutral-500">Empty: {defaultName || 'dataset, method and time'}.</p>
               </div>
             </div>
-            {plan.stages.map((s, i) => (
-              <div key={s.stage} className="card">
-                <h3 className="font-medium text-neutral-100">{STAGE_TITLE[s.stage]} <span className="text-sm font-normal text-neutral-500">· {s.steps} steps</span></h3>
-                <ul className="mt-1 text-xs text-neutral-400">{s.why.map((w) => <li key={w}>• {w}</li>)}</ul>
-                <div className="mt-3 grid gap-3 sm:grid-cols-3 lg:grid-cols-6">
-                  {FIELDS[s.stage === 'rl' ? 'rl' : 'supervised'].map((f) => (
-                    <div key={f.key}>
-                      <label htmlFor={`wz-${i}-${f.key}`} className="label flex items-center gap-1.5">{f.label} <InfoTip>{f.help}</InfoTip></label>
-                      <input
-                        id={`wz-${i}-${f.key}`}
-                        className="input font-mono"
-                        inputMode="decimal"
-                        value={edits[`${i}:${f.key}`] ?? String(s.config[f.key] ?? '')}
-                        onChange={(e) => setEdits({ ...edits, [`${i}:${f.key}`]: e.target.value })}
-                      />
-                    </div>
-                  ))}
-                </div>
+            {generalProblems.length > 0 && (
+              <div role="alert" className="card border-bad/60">
+                <h3 className="font-semibold text-bad">The server cannot propose a configuration</h3>
+                <ul className="mt-2 list-disc pl-5 font-mono text-xs text-neutral-200">
+                  {generalProblems.map((p) => <li key={p}>{p}</li>)}
+                </ul>
               </div>
-            ))}
+            )}
+            {!current && !proposal.isError && !base.isError && <Loading what="the server's proposal" />}
+            {current && current.warnings.length > 0 && (
+              <section role="alert" aria-label="warnings" className="card border-warn/60 bg-warn/5">
+                <h3 className="flex items-center gap-2 font-semibold text-warn"><span aria-hidden>⚠</span> Before you train</h3>
+                <ul className="mt-2 space-y-1 text-sm text-neutral-200">{current.warnings.map((w) => <li key={w}>{w}</li>)}</ul>
+              </section>
+            )}
+            {current?.stages.map((s, i) => {
+              const section = sectionOf(current.config, rlhf, s.stage)
+              return (
+                <div key={s.stage} className="card" data-testid={`stage-${s.stage}`}>
+                  <h3 className="font-medium text-neutral-100">
+                    {STAGE_TITLE[s.stage]} <span className="text-sm font-normal text-neutral-500">· <span data-testid={`steps-${s.stage}`}>{s.steps} steps</span> · {s.train_rows} of {s.rows} rows to train on</span>
+                  </h3>
+                  <ul className="mt-1 text-xs text-neutral-400">{s.why.map((w) => <li key={w}>• {w}</li>)}</ul>
+                  <div className="mt-3 grid gap-3 sm:grid-cols-3 lg:grid-cols-6">
+                    {FIELDS[s.stage === 'rl' ? 'rl' : 'supervised'].map((f) => {
+                      const key = `${s.stage}.${f.key}`
+                      const proposed = shown(section[f.key])
+                      // A setting the proposal leaves out (epochs when steps decide) may stay empty.
+                      const edit = (v: string) => {
+                        const { [key]: _old, ...rest } = edits
+                        setEdits(v.trim() === '' && proposed === '' ? rest : { ...rest, [key]: v })
+                        create.reset() // a refusal was of the settings before this edit
+                      }
+                      return (
+                        <NumberField
+                          key={f.key}
+                          id={`wz-${i}-${f.key}`}
+                          label={f.label}
+                          help={f.help}
+                          value={edits[key] ?? proposed}
+                          placeholder={f.key === 'max_steps' ? `${s.steps}, from the epochs` : f.key === 'num_epochs' ? 'steps decide' : undefined}
+                          error={fieldError(s.stage, f.key)}
+                          onChange={edit}
+                        />
+                      )
+                    })}
+                  </div>
+                </div>
+              )
+            })}
+            {current && (
+              <p className="flex flex-wrap items-center gap-3 text-xs text-neutral-500">
+                <span data-testid="proposal-state">{fresh ? `${proposal.data?.total_steps} steps in all.` : 'Updating the proposal…'}</span>
+                {Object.keys(edits).length > 0 && <button type="button" className="text-accent hover:underline" onClick={() => setEdits({})}>Back to the proposal</button>}
+              </p>
+            )}
           </>
         )}
 
-        {step === 3 && plan && info && (
+        {step === 3 && info && !body && <Loading what="the configuration" />}
+        {step === 3 && info && body && proposal.data && (
           <>
             <h2 className="text-lg font-medium text-neutral-100">Review</h2>
+            {proposal.data.warnings.length > 0 && (
+              <section role="alert" aria-label="warnings" className="card border-warn/60 bg-warn/5">
+                <ul className="space-y-1 text-sm text-warn">{proposal.data.warnings.map((w) => <li key={w}>⚠ {w}</li>)}</ul>
+              </section>
+            )}
             <div className="grid gap-4 md:grid-cols-3">
               <div className="card md:col-span-2">
                 <dl className="grid grid-cols-[auto_1fr] gap-x-6 gap-y-2 text-sm">
                   <dt className="text-neutral-500">Method</dt><dd>{info.short} — {info.name}</dd>
-                  <dt className="text-neutral-500">Base model</dt><dd className="font-mono">{baseModel} (local)</dd>
+                  <dt className="text-neutral-500">Base model</dt>
+                  <dd className="font-mono">
+                    {body.base_model} (local)
+                    {proposal.data.parent_model_id && <span className="font-sans text-neutral-400"> — continues this library model, whose base is {proposal.data.base_model}</span>}
+                  </dd>
                   <dt className="text-neutral-500">Data</dt>
-                  <dd>{[ids.main, ids.rm, ids.rl].filter(Boolean).map((id) => `${byId(id)?.name} (${rows(id)} rows)`).join(', ')}</dd>
-                  <dt className="text-neutral-500">Name</dt><dd>{name.trim() || defaultName}</dd>
-                  {plan.stages.map((s) => (
+                  <dd>{[ids.main, ids.rm, ids.rl].filter(Boolean).map((id) => `${byId(id)?.name} (${byId(id)?.num_rows ?? '?'} rows)`).join(', ')}</dd>
+                  <dt className="text-neutral-500">Name</dt><dd>{body.name}</dd>
+                  {proposal.data.stages.map((s) => (
                     <div key={s.stage} className="contents">
                       <dt className="text-neutral-500">{STAGE_TITLE[s.stage]}</dt>
-                      <dd className="font-mono text-xs text-neutral-300">{Object.entries(s.config).map(([k, v]) => `${k}=${v}`).join('  ')}</dd>
+                      <dd className="font-mono text-xs text-neutral-300">
+                        {Object.entries(sectionOf(body.config, rlhf, s.stage)).filter(([, v]) => typeof v !== 'object' || v === null).map(([k, v]) => `${k}=${v}`).join('  ')}
+                      </dd>
                     </div>
                   ))}
                 </dl>
+                <details className="mt-4">
+                  <summary className="cursor-pointer text-xs text-neutral-500 hover:text-accent">The request, exactly as it is sent</summary>
+                  <pre data-testid="review-request" className="mt-2 max-h-80 overflow-auto rounded-xl bg-ink-950 p-3 font-mono text-xs text-neutral-300">{JSON.stringify(body, null, 2)}</pre>
+                </details>
               </div>
               <div className="card flex flex-col gap-2 border-accent/40">
                 <span className="label">Estimated</span>
-                <span className="text-3xl font-semibold text-neutral-100" data-testid="estimate-steps">{plan.totalSteps} steps</span>
+                <span className="text-3xl font-semibold text-neutral-100" data-testid="estimate-steps">{proposal.data.total_steps} steps</span>
                 <span className="text-xl text-accent" data-testid="estimate-time">
                   {paces.isLoading ? 'estimating…' : estimate?.seconds !== null && estimate ? `≈ ${formatDuration(estimate.seconds)}` : 'time unknown until the first steps'}
                 </span>
@@ -250,8 +366,9 @@ export function WizardPage() {
               <div role="alert" className="card border-bad/60">
                 <h3 className="font-semibold text-bad">The server refused the job</h3>
                 <ul className="mt-2 list-disc pl-5 font-mono text-xs text-neutral-200">
-                  {((create.error as CreateJobError).problems?.length ? (create.error as CreateJobError).problems : [errorMessage(create.error)]).map((p) => <li key={p}>{p}</li>)}
+                  {(createProblems.length ? createProblems : [errorMessage(create.error)]).map((p) => <li key={p}>{p}</li>)}
                 </ul>
+                <button type="button" className="btn-ghost mt-3" onClick={() => setStep(2)}>← Back to the configuration to fix it</button>
               </div>
             )}
           </>
@@ -273,18 +390,18 @@ export function WizardPage() {
               Next: {STEP_TITLES[step + 1]} →
             </button>
           ) : (
-            <button type="button" className="btn-cta" disabled={create.isPending} onClick={() => setConfirming(true)}>
+            <button type="button" className="btn-cta" disabled={create.isPending || !body} onClick={() => setConfirming(true)}>
               {create.isPending ? 'Launching…' : 'Launch training'}
             </button>
           )}
         </footer>
       )}
 
-      {confirming && plan && info && (
+      {confirming && body && proposal.data && info && (
         <Modal title="Start training?" onClose={() => setConfirming(false)}>
           <p className="text-sm text-neutral-300">
-            You're about to train <b>{baseModel}</b> with <b>{info.short}</b> on{' '}
-            <b>{byId(ids.main)?.name}</b> for <b>{plan.totalSteps} steps</b>
+            You're about to train <b>{body.base_model}</b> with <b>{info.short}</b> on{' '}
+            <b>{byId(ids.main)?.name}</b> for <b>{proposal.data.total_steps} steps</b>
             {estimate?.seconds != null ? <> (about {formatDuration(estimate.seconds)})</> : null}. It runs on this machine
             in the background; you can pause or cancel it from its page at any time.
           </p>

@@ -1,0 +1,62 @@
+import { describe, expect, test } from 'vitest'
+import type { JobProposal } from './contract'
+import type { Job } from './queries'
+import { buildJobRequest, formErrors, formFromJob, initialForm, proposalRequest } from './jobRequest'
+import { job } from './testing'
+
+const INT_GT0 = { type: 'integer', exclusiveMinimum: 0 }
+const RULES = { properties: { batch_size: INT_GT0, groups_per_batch: INT_GT0, group_size: { type: 'integer', minimum: 2 }, max_steps: INT_GT0, lora_rank: INT_GT0, learning_rate: { type: 'number', exclusiveMinimum: 0 } } }
+const SCHEMAS = { sl: RULES, rm: RULES, rl: RULES, dpo: RULES }
+
+const stage = (s: 'sl' | 'rm' | 'rl', train: number) => ({ stage: s, rows: train + 10, train_rows: train, steps: 5, config: {}, why: [] })
+const RLHF_PROPOSAL: JobProposal = {
+  algorithm: 'rlhf', base_model: 'thinker/tiny', parent_model_id: null, config: {}, total_steps: 15, warnings: [], train_rows: 90,
+  stages: [stage('sl', 90), stage('rm', 36), stage('rl', 18)],
+}
+
+describe('the new-job form', () => {
+  test('RLHF: each stage by its own rules, each batch bounded by its own data', () => {
+    const form = {
+      ...initialForm('rlhf'),
+      params: { lora_rank: '0' },
+      stageParams: { 'sl.batch_size': '64', 'rm.batch_size': '64', 'rl.groups_per_batch': '20', 'rl.group_size': '1' },
+    }
+    expect(formErrors(form, SCHEMAS, RLHF_PROPOSAL)).toEqual({
+      lora_rank: 'Must be greater than 0.',
+      'rm.batch_size': 'Larger than the 36 training rows: at most 36.',
+      'rl.groups_per_batch': 'Larger than the 18 training rows: at most 18.',
+      'rl.group_size': 'Must be at least 2.',
+    })
+  })
+
+  test('the proposal is asked with the valid fields only, once the data is chosen', () => {
+    const form = { ...initialForm('sl'), params: { batch_size: '8', learning_rate: 'abc' } }
+    expect(proposalRequest(form, {})).toBeNull()
+    const chosen = { ...form, datasetId: 'ds_1' }
+    expect(proposalRequest(chosen, { learning_rate: 'x' })).toEqual({
+      algorithm: 'sl', backend: 'local', base_model: 'thinker/tiny', dataset_id: 'ds_1', config: { batch_size: 8 },
+    })
+  })
+
+  test('empty fields are left out of the request: the server proposes them', () => {
+    const { body } = buildJobRequest({ ...initialForm('sl'), datasetId: 'ds_1', params: { batch_size: '8', num_epochs: '' } })
+    expect(body?.config).toEqual({ batch_size: 8 })
+  })
+
+  test('from an RLHF job: stage fields, stage datasets, the rest in the JSON editor; no paths', () => {
+    const form = formFromJob(job({ state: 'succeeded',
+      algorithm: 'rlhf', dataset_id: 'ds_sl',
+      config: {
+        lora_rank: 16, seed: 1,
+        sl: { batch_size: 8, dataset: '/srv/a.jsonl', warmup_steps: 2 },
+        rm: { dataset_id: 'ds_p', learning_rate: 0.0003 },
+        rl: { dataset_id: 'ds_q', group_size: 4, reward: { type: 'judge' } },
+      },
+    }) as Job)
+    expect(form.algorithm).toBe('rlhf')
+    expect([form.datasetId, form.rmDatasetId, form.rlDatasetId]).toEqual(['ds_sl', 'ds_p', 'ds_q'])
+    expect(form.params).toEqual({ lora_rank: '16' })
+    expect(form.stageParams).toEqual({ 'sl.batch_size': '8', 'rm.learning_rate': '0.0003', 'rl.group_size': '4' })
+    expect(JSON.parse(form.extraJson)).toEqual({ seed: 1, sl: { warmup_steps: 2 }, rl: { reward: { type: 'judge' } } })
+  })
+})

@@ -1,0 +1,108 @@
+import { cleanup, screen, waitFor } from '@testing-library/react'
+import userEvent from '@testing-library/user-event'
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
+import { answer, job, renderAt } from '../../components/Training/testing'
+import { NewJobPage } from './NewJobPage'
+
+const fetchMock = vi.hoisted(() => {
+  ;(globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalOrigin.1')] = new URL('http://localhost')
+  const fn = vi.fn()
+  globalThis.fetch = fn as unknown as typeof fetch
+  return fn
+})
+
+afterEach(() => {
+  cleanup()
+  fetchMock.mockReset()
+})
+
+const INT_GT0 = { type: 'integer', exclusiveMinimum: 0 }
+const SL = {
+  properties: {
+    batch_size: INT_GT0, num_epochs: INT_GT0, learning_rate: { type: 'number', exclusiveMinimum: 0 },
+    eval_every: { type: 'integer', minimum: 0 }, save_every: { type: 'integer', minimum: 0 },
+    max_steps: { anyOf: [INT_GT0, { type: 'null' }] }, micro_batch_size: { anyOf: [INT_GT0, { type: 'null' }] },
+    lora_rank: INT_GT0, max_length: { type: 'integer', exclusiveMinimum: 1 },
+  },
+}
+
+let created: unknown[]
+beforeEach(() => {
+  created = []
+  answer(fetchMock, {
+    'GET /api/datasets': () => ({ body: { data: [{ id: 'ds_1', name: 'arith', version: 1, kind: 'chat', num_rows: 100 }], count: 1 } }),
+    'GET /api/base-models': () => ({ body: { data: [{ id: 'thinker/tiny', kind: 'builtin', label: 'thinker/tiny', detail: '' }] } }),
+    'GET /api/jobs/config-schema': () => ({ body: { sl: SL, dpo: SL, rm: SL, rl: SL } }),
+    'POST /api/jobs/proposal': (_q, body) => {
+      const config = { batch_size: 16, num_epochs: 3, learning_rate: 0.003, eval_every: 2, save_every: 3, ...(body as { config: object }).config }
+      return { body: { algorithm: 'sl', base_model: 'thinker/tiny', config, total_steps: 15, train_rows: 90, warnings: [], stages: [{ stage: 'sl', rows: 100, train_rows: 90, steps: 15, config, why: [] }] } }
+    },
+    'POST /api/jobs': (_q, body) => {
+      created.push(body)
+      const model = (body as { base_model: string }).base_model
+      return model === 'Qwen/Gated'
+        ? { status: 422, body: { detail: 'invalid job', problems: ['base_model: Qwen/Gated is gated: set HF_TOKEN'] } }
+        : { status: 201, body: job({ id: 'job_9', state: 'queued' }) }
+    },
+    'GET /api/jobs/job_old': () => ({
+      body: job({ id: 'job_old', name: 'arith-old', state: 'failed', retryable: false, parent_model_id: 'mdl_3', base_model: 'thinker/tiny', config: { batch_size: 8, learning_rate: 0.5, seed: 3, dataset: '/srv/data/x.jsonl' } }),
+    }),
+  })
+})
+
+const input = (label: RegExp) => screen.getByLabelText(label, { selector: 'input' })
+
+describe('the advanced form refuses what it cannot use', () => {
+  test('empty fields show the proposal; bad numbers show under their field and block Queue', async () => {
+    const user = userEvent.setup()
+    renderAt(<NewJobPage />, '/training/new', '/training/new')
+    await user.selectOptions(await screen.findByLabelText(/^Dataset/), 'ds_1')
+    await waitFor(() => expect(input(/^Batch size/)).toHaveAttribute('placeholder', 'proposed: 16'))
+    expect(input(/^Batch size/)).toHaveValue('')
+    const queue = screen.getByRole('button', { name: 'Queue the job' })
+    expect(queue).toBeEnabled()
+
+    for (const [label, text, message] of [
+      [/^Learning rate/, 'abc', '"abc" is not a number.'],
+      [/^Epochs/, '0', 'Must be greater than 0.'],
+      [/^Batch size/, '100000', 'Larger than the 90 training rows: at most 90.'],
+      [/^Eval every/, '-1', 'Must be at least 0.'],
+    ] as const) {
+      await user.type(input(label), text)
+      expect(input(label)).toHaveAttribute('aria-invalid', 'true')
+      expect(document.getElementById(input(label).getAttribute('aria-describedby') ?? '')).toHaveTextContent(message)
+      expect(queue).toBeDisabled()
+      await user.clear(input(label))
+    }
+    await user.type(input(/^Eval every/), '0') // allowed: evaluate only at the end
+    await user.type(input(/^Batch size/), '8')
+    expect(queue).toBeEnabled()
+    await user.click(queue)
+    await waitFor(() => expect(created).toHaveLength(1))
+    expect((created[0] as { config: object }).config).toEqual({ eval_every: 0, batch_size: 8 })
+  })
+
+  test('the base model is free text; a 422 about it shows on the field', async () => {
+    const user = userEvent.setup()
+    renderAt(<NewJobPage />, '/training/new', '/training/new')
+    await user.selectOptions(await screen.findByLabelText(/^Dataset/), 'ds_1')
+    const model = screen.getByLabelText('Base model')
+    expect(model).toHaveAttribute('list', 'nj-model-options')
+    expect(screen.getByText(/a model from your/)).toBeInTheDocument()
+    await user.clear(model)
+    await user.type(model, 'Qwen/Gated')
+    await user.click(screen.getByRole('button', { name: 'Queue the job' }))
+    await waitFor(() => expect(model).toHaveAttribute('aria-invalid', 'true'))
+    expect(document.getElementById(model.getAttribute('aria-describedby') ?? '')).toHaveTextContent('Qwen/Gated is gated: set HF_TOKEN')
+  })
+
+  test('?from_job= starts from an ended job: its data, its start model and its settings', async () => {
+    renderAt(<NewJobPage />, '/training/new?from_job=job_old', '/training/new')
+    expect(await screen.findByRole('link', { name: 'arith-old' })).toHaveAttribute('href', '/training/job_old')
+    expect(screen.getByLabelText('Base model')).toHaveValue('mdl_3')
+    expect(screen.getByLabelText(/^Dataset/)).toHaveValue('ds_1')
+    expect(input(/^Batch size/)).toHaveValue('8')
+    expect(input(/^Learning rate/)).toHaveValue('0.5')
+    expect(JSON.parse((screen.getByLabelText(/^Other settings/) as HTMLTextAreaElement).value)).toEqual({ seed: 3 })
+  })
+})
