@@ -74,6 +74,18 @@ exit codes:
 """
 
 
+# Commands with parsers of their own, which `main` hands the command line to before parsing it
+# (their modules load only when used). The top-level parser lists them for --help alone.
+_OWN_PARSERS = {
+    "serve": "start the platform server: REST API, Socket.IO and the dashboard",
+    "token": "create, list or revoke the server's API tokens",
+    "datasets": "inspect a dataset file, or import a Hugging Face dataset",
+}
+_DATASETS_COMMANDS = {
+    "inspect": "detect, validate and preview a dataset file as training will see it",
+    "import": "import a Hugging Face dataset (hub id or local directory)",
+}
+
 # The stages after validation that each command runs.
 _WORK: dict[str, list[str]] = {
     "validate": [],
@@ -143,7 +155,10 @@ def serve_main(argv: list[str]) -> int:
     parser.add_argument(
         "--data-dir", type=Path, help="database, datasets and runs (default ~/.thinker)"
     )
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2), as `main` returns them
+        return e.code if isinstance(e.code, int) else EXIT_CONFIG
     import uvicorn
 
     from thinker.server.app import create_app
@@ -200,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=_EXIT_CODES_HELP,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+    for name, text in _OWN_PARSERS.items():
+        own = sub.add_parser(name, help=text, description=text)
+        if name == "datasets":  # `thinker datasets` alone, or --help: which subcommands
+            commands = own.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+            for subname, subtext in _DATASETS_COMMANDS.items():
+                commands.add_parser(subname, help=subtext, description=subtext)
     return parser
 
 

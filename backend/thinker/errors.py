@@ -24,6 +24,10 @@ class DatasetError(ThinkerError, ValueError):
     """A dataset file is unreadable or its rows do not match the expected schema."""
 
 
+class NotTextError(DatasetError):
+    """A dataset file that should be text (JSONL, JSON, CSV) but looks binary."""
+
+
 class BackendError(ThinkerError, RuntimeError):
     """A training backend cannot do what was asked (missing key, unreachable, no CUDA...)."""
 

@@ -363,6 +363,40 @@ def test_unusable_files_are_rejected(
     assert_nothing_stored(client, settings)
 
 
+PNG_START = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"  # an image: NUL at byte 8
+
+
+@pytest.mark.parametrize(
+    ("filename", "form"),
+    [("file.bin", {}), ("file.jsonl", {}), ("file.csv", {"kind": "chat"})],
+)
+def test_a_binary_file_is_refused_as_not_text(
+    client: TestClient, settings: Settings, filename: str, form: dict[str, str]
+) -> None:
+    """Whatever its name or given kind: not "invalid UTF-8", but what the file is."""
+    message = (
+        f"{filename} is not a text file (it looks binary: NUL byte at byte 8); "
+        "upload JSONL, JSON, CSV or Parquet"
+    )
+    content = PNG_START + bytes(range(256)) * 16
+    for path in ("/api/datasets", "/api/datasets/detect"):
+        response = client.post(path, files={"file": (filename, content)}, data=form)
+        assert response.status_code == 422, path
+        body = response.json()
+        assert body["detail"] == message
+        assert body["errors"] == [
+            {"line": 0, "field": None, "message": message, "kind": "not_text"}
+        ]
+        assert (body["error_count"], body["error_counts"]) == (1, {"not_text": 1})
+    assert_nothing_stored(client, settings)
+
+
+def test_parquet_is_binary_and_still_read_whatever_its_name(client: TestClient) -> None:
+    response = upload(client, as_parquet(PROBLEM_ROWS), "problems.bin")
+    assert response.status_code == 201, response.text
+    assert (response.json()["source_format"], response.json()["num_rows"]) == ("parquet", 3)
+
+
 def test_unknown_kind_and_overlong_name_are_refused(client: TestClient, settings: Settings) -> None:
     response = upload(client, as_jsonl(CHAT_ROWS), "c.jsonl", kind="poetry")
     assert response.status_code == 422 and "kind" in response.json()["detail"]

@@ -70,6 +70,17 @@ def test_invalid_utf8_is_reported_and_later_lines_still_checked(tmp_path: Path) 
     assert result.errors[0].message == "invalid UTF-8: byte 0xff at byte offset 14"
 
 
+def test_a_binary_file_is_one_error_not_a_line_of_invalid_utf8_each(tmp_path: Path) -> None:
+    path = tmp_path / "file.jsonl"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8)
+    result = validate_jsonl(path, kind="chat")
+    assert [(e.line, e.kind) for e in result.errors] == [(0, "not_text")]
+    assert result.summary().splitlines()[1] == (
+        f"  {path}: not a text file (it looks binary: NUL byte at byte 8); "
+        "upload JSONL, JSON, CSV or Parquet"
+    )
+
+
 def test_malformed_json_and_non_object_rows(tmp_path: Path) -> None:
     path = write_lines(tmp_path, '{"prompt": "a",', "[1, 2]", '"text"', "NaN", GOOD_CHAT)
     result = validate_jsonl(path)

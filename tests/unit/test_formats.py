@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from thinker.data.formats import Format, detect_format, read_rows
-from thinker.data.validation import RowError
+from thinker.data.validation import RowError, not_text_problem
+from thinker.errors import NotTextError
 
 CHAT = [{"role": "user", "content": "3+4"}, {"role": "assistant", "content": "7"}]
 
@@ -60,6 +61,43 @@ def test_detect_parquet_from_magic_bytes(tmp_path: Path) -> None:
     pq.write_table(pa.table({"a": [1]}), path)
     assert detect_format(path, "no_extension") == "parquet"
     assert detect_format(path, None) == "parquet"
+
+
+@pytest.mark.parametrize("filename", [None, "file.bin", "file.jsonl", "file.csv", "file.json"])
+def test_detect_format_refuses_a_binary_file_whatever_its_name(
+    tmp_path: Path, filename: str | None
+) -> None:
+    path = write(tmp_path, "upload", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    with pytest.raises(NotTextError) as caught:
+        detect_format(path, filename)
+    assert str(caught.value) == (
+        f"{filename or 'upload'} is not a text file (it looks binary: NUL byte at byte 8); "
+        "upload JSONL, JSON, CSV or Parquet"
+    )
+
+
+@pytest.mark.parametrize(
+    ("head", "sign"),
+    [
+        (b'{"a": 1}\n\x00', "NUL byte at byte 9"),
+        # 1..255 once: 25 controls (32 less NUL, \b\t\n\v\f\r, ESC; plus DEL) and 128 bytes
+        # that are not UTF-8 (no byte from 0x80 up starts a valid sequence with its successor)
+        (bytes(range(1, 256)), "60% of its first 255 bytes are not text"),
+        ("café crème, naïve\n".encode("latin-1") * 50, None),  # 3 of 19 bytes not UTF-8
+        ("Καλημέρα κόσμε\n".encode("iso-8859-7") * 50, None),  # mostly not UTF-8, no controls
+        ("日本語のテキスト\t\x1b[1m".encode() * 50, None),
+        ("é".encode() * 4096 + b"\xc3", None),  # a character cut off at the end: not counted
+        (b"", None),
+    ],
+)
+def test_not_text_problem(head: bytes, sign: str | None) -> None:
+    problem = not_text_problem(head)
+    if sign is None:
+        assert problem is None
+    else:
+        assert problem == (
+            f"not a text file (it looks binary: {sign}); upload JSONL, JSON, CSV or Parquet"
+        )
 
 
 # ---- JSONL -------------------------------------------------------------------------------
@@ -122,6 +160,18 @@ def test_csv_cell_count_mismatch_is_a_row_error(tmp_path: Path) -> None:
         (2, "has 3 cells, but the header has 2 columns")
     ]
     assert items[1] == (3, {"a": "4", "b": "5"})
+
+
+def test_csv_header_of_20k_columns_is_checked_whole(tmp_path: Path) -> None:
+    """Repeats are found by counting once (a 20k-column header took seconds, counted per
+    column); the result is what is asserted, not the time."""
+    columns = [f"c{i}" for i in range(20_000)]
+    line = ",".join(columns) + "\n"
+    items = rows(write(tmp_path, "x.csv", line + line), "csv", max_line_bytes=1 << 20)
+    assert items == [(2, {c: c for c in columns})]
+    repeated = ",".join([*columns, "c7", "c3", "c7"]) + "\n"
+    items = rows(write(tmp_path, "y.csv", repeated), "csv", max_line_bytes=1 << 20)
+    assert items == [(1, RowError(1, None, "CSV header repeats column(s) c3, c7"))]
 
 
 @pytest.mark.parametrize(

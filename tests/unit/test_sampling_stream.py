@@ -19,7 +19,7 @@ from transformers import ByT5Tokenizer
 
 import thinker
 from thinker.engine.local.sampling import LocalSamplingClient
-from thinker.server.pool import LoadedModel, ModelRef, Prompt, TextAssembler
+from thinker.server.pool import LoadedModel, ModelRef, Prompt, StopReason, TextAssembler
 
 torch.set_num_threads(1)  # the tiny model gains nothing from threads; other tests share the CPU
 
@@ -103,8 +103,10 @@ def _tiny_tokenizer() -> ByT5Tokenizer:
     return ByT5Tokenizer()
 
 
-def _deltas(assembler: TextAssembler, tokens: list[int]) -> list[str]:
-    return [assembler.push(t) for t in tokens] + [assembler.finish()]
+def _deltas(
+    assembler: TextAssembler, tokens: list[int], stop_reason: StopReason = "stop"
+) -> list[str]:
+    return [assembler.push(t) for t in tokens] + [assembler.finish(stop_reason)]
 
 
 def test_text_deltas_hold_back_a_partial_character_and_add_up() -> None:
@@ -122,7 +124,7 @@ def test_text_deltas_never_show_a_stop_string_or_its_start() -> None:
     # Leading space dropped (chat), "\n\nUser:" held back char by char, then cut.
     assert "".join(deltas) == "7"
     assert deltas[:2] == ["", "7"] and set(deltas[2:]) == {""}
-    assert TextAssembler(tok, ["\n\nUser:"], chat=True).whole(tokens) == "7"
+    assert TextAssembler(tok, ["\n\nUser:"], chat=True).whole(tokens, "stop") == "7"
 
 
 def test_a_held_back_stop_prefix_is_released_when_the_stop_does_not_come() -> None:
@@ -130,8 +132,40 @@ def test_a_held_back_stop_prefix_is_released_when_the_stop_does_not_come() -> No
     tokens = tok.encode("a\n\nb", add_special_tokens=False)
     deltas = _deltas(TextAssembler(tok, ["\n\nUser:"], chat=False), tokens)
     assert deltas == ["a", "", "", "\n\nb", ""]
-    length_cut = tok.encode("a\n\nUs", add_special_tokens=False)  # sample ran out of tokens
-    assert "".join(_deltas(TextAssembler(tok, ["\n\nUser:"], chat=False), length_cut)) == "a\n\nUs"
+    ended = tok.encode("a\n\nUs", add_special_tokens=False)  # stopped by EOS: the model's text
+    assert "".join(_deltas(TextAssembler(tok, ["\n\nUser:"], chat=False), ended)) == "a\n\nUs"
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_a_stop_string_cut_by_max_tokens_is_not_shown(chat: bool) -> None:
+    """ "7\n\nUser:" cut after "7\n\nUs": the start of the stop string is dropped from the text,
+    in a stream and in a whole sequence; any stop string counts, the user's too."""
+    tok = _tiny_tokenizer()
+    tokens = tok.encode("7\n\nUs", add_special_tokens=False)
+    stops = ["\n\nUser:", "END"]
+    assert "".join(_deltas(TextAssembler(tok, stops, chat), tokens, "length")) == "7"
+    assert TextAssembler(tok, stops, chat).whole(tokens, "length") == "7"
+    user_stop = tok.encode("7 E", add_special_tokens=False)
+    assert TextAssembler(tok, stops, chat).whole(user_stop, "length") == "7 "
+
+
+def test_a_sample_cut_inside_a_stop_string_keeps_its_tokens_and_loses_the_text(
+    sampler: LocalSamplingClient,
+) -> None:
+    """Through the pool as the routes use it: only the text is trimmed; the tokens and
+    logprobs are the engine's (as on Tinker), the stop string's start included."""
+    tok = sampler.get_tokenizer()
+    model = LoadedModel(ModelRef("thinker/tiny", "thinker/tiny", "local"), sampler)
+    params = types.SamplingParams(max_tokens=8, temperature=1.0, seed=5)
+    (seq,) = sampler.sample(_prompt(sampler), 1, params).result().sequences
+    text = tok.decode(seq.tokens, skip_special_tokens=True)
+    stop = text[-3:] + "~never sampled~"  # the sample ends inside this stop string
+    prompt = Prompt(_prompt(sampler).to_ints(), [stop], [stop], chat=False)
+    with_stop = types.SamplingParams(max_tokens=8, temperature=1.0, seed=5, stop=prompt.stop)
+    samples = asyncio.run(model.sample(prompt, 1, with_stop, False))
+    (sample,) = samples.samples
+    assert (sample.tokens, sample.logprobs) == (seq.tokens, seq.logprobs)
+    assert (sample.text, sample.stop_reason) == (text[:-3], "length")
 
 
 def test_a_server_stream_yields_its_first_token_long_before_the_last(

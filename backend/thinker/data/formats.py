@@ -31,6 +31,7 @@ import datetime as dt
 import decimal
 import json
 import math
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, BinaryIO, Literal, get_args
@@ -39,12 +40,15 @@ import orjson
 
 from thinker.data.validation import (
     FILE_LEVEL,
+    SNIFF_BYTES,
     RowError,
     _parse_line,
     _parse_line_slowly,
     finite_float,
     json_type,
+    not_text_problem,
 )
+from thinker.errors import NotTextError
 
 if TYPE_CHECKING:
     from _csv import _reader
@@ -79,13 +83,21 @@ def detect_format(path: Path, filename: str | None = None, max_line_bytes: int =
     JSONL, which is often named `.json`. Without a known extension: Parquet's magic bytes,
     then `[` (a JSON array), `{` (JSONL if the first line is a whole object, else a JSON
     object of columns), and anything else is read as CSV.
+
+    Raises:
+        NotTextError: The file is neither Parquet nor text (see `not_text_problem`).
     """
     hinted = EXTENSIONS.get(PurePath(filename).suffix.lower()) if filename else None
-    if hinted not in (None, "json"):
-        return hinted  # type: ignore[return-value]
+    if hinted == "parquet":
+        return hinted
     with open(path, "rb") as f:
-        if f.read(4) == b"PAR1":
+        head = f.read(SNIFF_BYTES)
+        if head.startswith(b"PAR1"):
             return "parquet"
+        if problem := not_text_problem(head):
+            raise NotTextError(f"{filename or path.name} is {problem}")
+        if hinted is not None and hinted != "json":
+            return hinted
         f.seek(0)
         lines = _first_lines(f, max_line_bytes)
     start = lines[0].lstrip(b"\xef\xbb\xbf \t\r\n")[:1] if lines else b""
@@ -231,7 +243,7 @@ def _csv_records(reader: _reader) -> Iterator[Item]:
 def _header_problem(columns: list[str]) -> str | None:
     if "" in columns:
         return f"CSV header has an empty column name (column {columns.index('') + 1})"
-    duplicates = sorted({c for c in columns if columns.count(c) > 1})
+    duplicates = sorted(c for c, n in Counter(columns).items() if n > 1)
     return f"CSV header repeats column(s) {', '.join(duplicates)}" if duplicates else None
 
 

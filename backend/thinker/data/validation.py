@@ -20,6 +20,7 @@ refuses to store). One difference is left: an integer past 2**64 becomes a float
 
 from __future__ import annotations
 
+import codecs
 import heapq
 import itertools
 import json
@@ -43,6 +44,7 @@ DatasetKind = Literal["chat", "prompt_completion"]
 ErrorKind = Literal[
     "unreadable",  # the file is missing or not a regular file
     "no_rows",  # the file holds no non-blank line
+    "not_text",  # the file looks binary (a NUL byte, or mostly bytes text does not hold)
     "invalid_utf8",
     "malformed_json",
     "not_object",  # the line is valid JSON but not an object
@@ -56,6 +58,11 @@ ErrorKind = Literal[
 
 ROLES = ("system", "user", "assistant", "tool")
 FILE_LEVEL = 0  # the `line` of an error about the whole file
+SNIFF_BYTES = 8192  # the start of a file that tells text from binary
+BINARY_SHARE = 0.3  # of those bytes not text (not UTF-8, or controls): binary
+# Control characters that text holds: backspace, tab, newline, vertical tab, form feed, CR, ESC
+_TEXT_CONTROLS = frozenset(b"\b\t\n\v\f\r\x1b")
+_CONTROL_BYTES = [bytes([b]) for b in [*range(32), 127] if b not in _TEXT_CONTROLS]
 
 
 @dataclass(frozen=True)
@@ -167,7 +174,7 @@ def scan_rows(
     """
     result = ValidationResult(path=path, rows_checked=0)
     for line, row in iter_rows(path, max_examples):
-        if isinstance(row, RowError) and row.kind == "unreadable":
+        if isinstance(row, RowError) and row.kind in ("unreadable", "not_text"):
             result.errors.append(row)
             return result
         result.rows_checked += 1
@@ -182,7 +189,7 @@ def iter_rows(
 ) -> Iterator[tuple[int, dict[str, object] | RowError]]:
     """Yield `(line, row)` for each non-blank line, or `(line, error)` where it is not an object.
 
-    An unreadable file yields a single file-level error and nothing else.
+    An unreadable or binary file yields a single file-level error and nothing else.
     """
     if max_examples is not None and max_examples < 1:
         raise ConfigError(f"max_examples must be at least 1 (or None for all), got {max_examples}")
@@ -192,6 +199,10 @@ def iter_rows(
         return
     seen = 0
     with open(path, "rb") as f:
+        if problem := not_text_problem(f.read(SNIFF_BYTES)):
+            yield FILE_LEVEL, RowError(FILE_LEVEL, None, problem, "not_text")
+            return
+        f.seek(0)
         for line, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue
@@ -199,6 +210,27 @@ def iter_rows(
             seen += 1
             if seen == max_examples:
                 return
+
+
+def not_text_problem(head: bytes) -> str | None:
+    """Why a file that starts with `head` is not text, or None: a NUL byte, which UTF-8 text
+    never holds, or over BINARY_SHARE of bytes that are not UTF-8 or are control characters
+    other than whitespace, some of them controls. Text in a legacy encoding (Latin-1, Greek
+    ISO-8859-7) may be mostly bytes that are not UTF-8 but holds no controls: it reads as text,
+    and its lines are reported as invalid UTF-8."""
+    if (nul := head.find(b"\0")) >= 0:
+        return _not_text(f"NUL byte at byte {nul}")
+    # Incremental: a character that `head` cuts off at its end is held back, not counted.
+    invalid = codecs.getincrementaldecoder("utf-8")("replace").decode(head).count("\ufffd")
+    controls = sum(map(head.count, _CONTROL_BYTES))
+    odd = invalid + controls
+    if controls > 0.01 * len(head) and odd > BINARY_SHARE * len(head):
+        return _not_text(f"{odd * 100 // len(head)}% of its first {len(head)} bytes are not text")
+    return None
+
+
+def _not_text(sign: str) -> str:
+    return f"not a text file (it looks binary: {sign}); upload JSONL, JSON, CSV or Parquet"
 
 
 def check_row(

@@ -77,7 +77,7 @@ class _Status(TypedDict, total=False):
 
     returncode: int
     timed_out: bool
-    cpu_s: float
+    cpu_s: float  # CPU time as RLIMIT_CPU counts it (in scheduler ticks)
     isolation: list[str]
     setup_error: str
 
@@ -88,7 +88,7 @@ class SandboxResult:
     stdout: str
     stderr: str
     timed_out: bool  # killed at the wall-clock limit
-    killed_reason: str | None  # which limit ended it, if one did
+    killed_reason: str | None  # why it was stopped: a limit or a signal (None: it exited)
     isolation: frozenset[str] = frozenset()  # kernel protections in force (see module docstring)
 
 
@@ -175,7 +175,9 @@ def _run(
     if status is None and not backstop and proc.returncode >= 0:
         raise SandboxError(f"the sandbox supervisor failed: {stderr[-2000:]}")
     if status is None:  # killed: by the backstop, or by sandboxed code with the trainer's uid
-        reason = "wall-clock limit (backstop)" if backstop else "the sandbox supervisor was killed"
+        reason = "the sandbox supervisor was killed"
+        if backstop:
+            reason = time_limit_reason(cpu_s, timeout_s)
         return SandboxResult(proc.returncode, stdout, stderr, backstop, reason)
     return _result(status, stdout, stderr, timeout_s, cpu_s, memory_mb)
 
@@ -282,6 +284,12 @@ def _result(
     return SandboxResult(returncode, stdout, stderr, timed_out, reason, isolation)
 
 
+def time_limit_reason(cpu_s: float, timeout_s: float) -> str:
+    """The one reason given for a stop at either time limit: under load the wall clock can
+    run out before the CPU time does, so which of the two fires is the machine's doing."""
+    return f"stopped by its time limit (CPU {cpu_s:g} s / wall clock {timeout_s:g} s)"
+
+
 def _killed_reason(
     returncode: int,
     timed_out: bool,
@@ -291,19 +299,24 @@ def _killed_reason(
     cpu_s: float,
     memory_mb: int,
 ) -> str | None:
-    if timed_out:
-        return f"wall-clock limit ({timeout_s:g} s)"
-    cpu_limit_hit = returncode == -signal.SIGKILL and used_cpu_s >= math.ceil(cpu_s) - 0.05
-    if returncode == -signal.SIGXCPU or cpu_limit_hit:
-        return f"CPU-time limit ({cpu_s:g} s)"
+    if timed_out or _cpu_limit_hit(returncode, used_cpu_s, cpu_s):
+        return time_limit_reason(cpu_s, timeout_s)
     if returncode != 0 and "MemoryError" in stderr:
-        return f"memory limit ({memory_mb} MB)"
+        return f"stopped by its memory limit ({memory_mb} MB)"
     if returncode < 0:
         try:
             return f"killed by {signal.Signals(-returncode).name}"
         except ValueError:
             return f"killed by signal {-returncode}"
     return None
+
+
+def _cpu_limit_hit(returncode: int, used_cpu_s: float, cpu_s: float) -> bool:
+    """SIGXCPU, or SIGKILL (RLIMIT_CPU's hard limit; PID 1 ignores SIGXCPU) with the limit used:
+    `used_cpu_s` is the clock the kernel enforces it on (see _sandbox_child._wait)."""
+    if returncode == -signal.SIGXCPU:
+        return True
+    return returncode == -signal.SIGKILL and used_cpu_s >= math.ceil(cpu_s) - 1e-6
 
 
 def _warn_weak_isolation(isolation: frozenset[str]) -> None:

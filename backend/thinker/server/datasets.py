@@ -27,7 +27,7 @@ import re
 import secrets
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, get_args
@@ -49,7 +49,14 @@ from thinker.data.validation import (
     ErrorSummary,
     RowError,
 )
-from thinker.errors import ConfigError, ConflictError, DatasetError, NotFoundError, ThinkerError
+from thinker.errors import (
+    ConfigError,
+    ConflictError,
+    DatasetError,
+    NotFoundError,
+    NotTextError,
+    ThinkerError,
+)
 from thinker.server.settings import Settings
 from thinker.store import Dataset, Job, Model, new_id, now
 
@@ -79,6 +86,7 @@ EXAMPLES: tuple[tuple[str, str, DatasetKindName], ...] = (
     ("code_review-train", "code_review/train.jsonl", "chat"),
     ("preferences-train", "preferences/train.jsonl", "preferences"),
     ("rl-train", "rl/train.jsonl", "problems"),
+    ("rl-warmup", "rl/warmup_hedged.jsonl", "chat"),  # SL before RL: the answers' format
     ("rlhf-demos", "rlhf/demos.jsonl", "chat"),
     ("rlhf-prompts", "rlhf/prompts.jsonl", "problems"),
 )
@@ -303,20 +311,33 @@ def plan_for(
     """The plan for an upload: as given, or detection's proposal where it is sure.
 
     Raises:
-        UploadRejected: The mapping is malformed, or detection is unsure and nothing was given.
+        UploadRejected: The mapping is malformed, the file is binary, or detection is unsure
+            and nothing was given.
     """
     if mapping is not None and (problems := mapping_problems(mapping)):
         raise UploadRejected(f"invalid mapping: {'; '.join(problems)}", [], len(problems))
     if kind is not None and kind not in KINDS:
         raise UploadRejected(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}", [], 1)
     if kind is not None or mapping is not None:
-        return Plan(detect_format(path, filename), kind, mapping or {})
-    detection = detect_file(path, filename)
+        with _binary_rejected():
+            return Plan(detect_format(path, filename), kind, mapping or {})
+    with _binary_rejected():
+        detection = detect_file(path, filename)
     if not detection.sample:  # no row reads: the scan reports why, line by line
         return Plan(detection.format, None, {})
     if detection.kind is None or detection.suggestions:
         raise needs_confirmation(detection)
     return Plan(detection.format, detection.kind, detection.mapping)  # type: ignore[arg-type]
+
+
+@contextmanager
+def _binary_rejected() -> Iterator[None]:
+    """A binary file as a rejected upload: its one file-level error, named `not_text`."""
+    try:
+        yield
+    except NotTextError as e:
+        error = RowError(FILE_LEVEL, None, str(e), "not_text")
+        raise UploadRejected(str(e), [error], 1) from e
 
 
 def needs_confirmation(detection: Detection) -> UploadRejected:
@@ -343,8 +364,13 @@ def detect_and_validate(
     settings: Settings,
 ) -> tuple[Detection, dict[str, Any]]:
     """A file's detection, and a validation of all of it under the given kind and mapping,
-    else the proposed ones. Stores nothing: the rows go to a temporary file, then away."""
-    detection = detect_file(path, filename)
+    else the proposed ones. Stores nothing: the rows go to a temporary file, then away.
+
+    Raises:
+        UploadRejected: The file is binary.
+    """
+    with _binary_rejected():
+        detection = detect_file(path, filename)
     kind = kind or detection.kind
     mapping = detection.mapping if mapping is None else mapping
     plan = Plan(detection.format, kind, mapping)  # type: ignore[arg-type]

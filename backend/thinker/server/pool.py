@@ -142,10 +142,13 @@ class LoadedModel:
             if isinstance(item, int):
                 yield StreamEvent(text.push(item), token=item)
             else:
-                yield StreamEvent(text.finish(), None, item.stop_reason, item.tokens)
+                yield StreamEvent(
+                    text.finish(item.stop_reason), None, item.stop_reason, item.tokens
+                )
 
     def _sample_of(self, seq: types.SampledSequence, prompt: Prompt) -> Sample:
-        text = TextAssembler(self.tokenizer, prompt.stop_strings, prompt.chat).whole(seq.tokens)
+        assembler = TextAssembler(self.tokenizer, prompt.stop_strings, prompt.chat)
+        text = assembler.whole(seq.tokens, seq.stop_reason)
         return Sample(text, list(seq.tokens), list(seq.logprobs or []), seq.stop_reason)
 
 
@@ -155,7 +158,9 @@ class TextAssembler:
 
     Text that may still change is held back: a partial UTF-8 character (byte-level tokens),
     and a tail that could be the start of a stop string (the stop string itself is never
-    shown). A chat reply also drops its leading whitespace (the space after "Assistant:").
+    shown). A sequence cut at max_tokens drops such a tail for good ("7\n\nUs" of
+    "\n\nUser:" shows as "7"). A chat reply also drops its leading whitespace (the space after
+    "Assistant:"). Only the text: the tokens and logprobs stay the engine's.
     """
 
     def __init__(
@@ -170,29 +175,32 @@ class TextAssembler:
     def push(self, token: int) -> str:
         """The text that `token` makes final."""
         self._tokens.append(token)
-        return self._delta(final=False)
+        return self._delta(final=None)
 
-    def finish(self) -> str:
+    def finish(self, stop_reason: StopReason) -> str:
         """The rest of the text, once the sequence has ended."""
-        return self._delta(final=True)
+        return self._delta(final=stop_reason)
 
-    def whole(self, tokens: list[int]) -> str:
+    def whole(self, tokens: list[int], stop_reason: StopReason) -> str:
         self._tokens = list(tokens)
-        return self._visible(final=True)
+        return self._visible(final=stop_reason)
 
-    def _delta(self, final: bool) -> str:
+    def _delta(self, final: StopReason | None) -> str:
         visible = self._visible(final)
         delta = visible[self._sent :]
         self._sent = max(self._sent, len(visible))
         return delta
 
-    def _visible(self, final: bool) -> str:
+    def _visible(self, final: StopReason | None) -> str:
+        """The text to show; `final` is how the sequence ended, None while it goes on."""
         text = self._tokenizer.decode(self._tokens, skip_special_tokens=True)
         cut = min((i for i in (text.find(s) for s in self._stops) if i >= 0), default=-1)
         if cut >= 0:
             text = text[:cut]
-        elif not final:
+        elif final is None:
             text = text[: len(text) - _held_back(text, self._stops)]
+        elif final == "length":  # the stop string was on its way when max_tokens cut it
+            text = text[: len(text) - _stop_prefix(text, self._stops)]
         return text.lstrip() if self._chat else text
 
 
@@ -381,6 +389,11 @@ def _held_back(text: str, stops: list[str]) -> int:
     (decoded as U+FFFD), or the longest tail that begins a stop string."""
     if text.endswith("\ufffd"):
         return len(text) - len(text.rstrip("\ufffd"))
+    return _stop_prefix(text, stops)
+
+
+def _stop_prefix(text: str, stops: list[str]) -> int:
+    """The length of the longest tail of `text` that begins (but does not complete) a stop."""
     longest = 0
     for stop in stops:
         for size in range(min(len(stop) - 1, len(text)), longest, -1):

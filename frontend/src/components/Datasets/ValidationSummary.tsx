@@ -23,6 +23,7 @@ const FIX: Record<string, string> = {
   malformed_json: 'the line is not valid JSON: check quotes, commas and brackets',
   wrong_type: 'the value has the wrong shape (e.g. text where a list of messages is needed)',
   invalid_utf8: 'save the file as UTF-8',
+  not_text: 'this is not a text file: upload JSONL, JSON, CSV or Parquet',
   too_long: 'split or shorten the row',
 }
 
