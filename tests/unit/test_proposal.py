@@ -39,6 +39,12 @@ def test_a_from_scratch_model_gets_many_steps_at_a_high_rate_whatever_the_size()
         assert stage.config["eval_every"] >= 1 and stage.config["save_every"] >= 1
 
 
+def test_a_small_set_on_a_from_scratch_model_is_warned_about() -> None:
+    assert any("memorise" in w for w in propose("sl", TINY, _data(200), {}).warnings)
+    assert propose("sl", TINY, _data(400), {}).warnings == []
+    assert propose("sl", QWEN, _data(50), {}).warnings == []
+
+
 def test_a_pretrained_model_gets_a_few_epochs() -> None:
     (stage,) = propose("sl", QWEN, _data(400), {}).stages
     # 360 rows to train on, batch 32 (360 // 8 = 45 -> 32), 3 epochs of 11 steps

@@ -16,8 +16,9 @@ rules, and why:
   eighth of the set, 4 to 32; 3 epochs under 1,000 rows, 2 under 10,000, else 1; at least
   MIN_PRETRAINED_STEPS steps.
 - **DPO** starts from the policy it refines (usually an SL model): the cookbook's 1e-5 for a
-  pretrained model, 1e-3 for the tiny one (it moves too little at 1e-5 to see in a few dozen
-  steps); one epoch-equivalent of pairs, at least 40 steps.
+  pretrained model; on the tiny one 1e-3 from random weights, 3e-5 from an SL model (at 1e-3
+  DPO erased the sums SL had taught: configs/sl_then_dpo.yaml); one epoch-equivalent of
+  pairs, at least 40 steps.
 - **RL** needs a model that already answers in the expected format: with random weights and
   no starting model there is nothing for a reward to prefer, so the proposal says so.
   Group 8, 16 prompts a step (the cookbook's small-run settings), learning rate a tenth of
@@ -37,10 +38,12 @@ from typing import Any
 from thinker.engine.local.hub import ModelFacts
 
 MIN_PRETRAINED_STEPS = 20
+FEW_ROWS_SCRATCH = 300  # below this a from-scratch model memorises more than it learns
 SCRATCH_SL_STEPS = 800  # optimizer steps a from-scratch model needs on a small character task
 SCRATCH_SL_LR = 3e-3
 SCRATCH_BATCH = 32
 SCRATCH_DPO_LR = 1e-3
+SCRATCH_DPO_FROM_SL_LR = 3e-5
 PRETRAINED_DPO_LR = 1e-5
 MIN_DPO_STEPS = 40
 RL_STEPS_SCRATCH_START = 15  # RL from a tiny SL model: the rl.yaml preset's figures
@@ -122,12 +125,20 @@ def propose(
         if model.from_scratch and not continues:
             warnings.append(
                 f"{model.name} has random weights and cannot answer yet, so RL has nothing to "
-                "reward: train it with SL on examples of the answers first, then start RL from "
-                "that model (Train further on its page, or base_model: <its mdl_ id>)"
+                "reward: train it with SL on examples of the answers first (for the shipped "
+                "rl-train problems, the rl-warmup set), then start RL from that model (Train "
+                "further on its page, or base_model: <its mdl_ id>)"
             )
         stage = _reinforcement(data["main"], model, given, continues, judge=False)
     else:
         stage = _supervised(algorithm, data["main"], model, given, continues)
+        if model.from_scratch and algorithm == "sl" and stage.train_rows < FEW_ROWS_SCRATCH:
+            warnings.append(
+                f"{stage.train_rows} rows to train on: {model.name} (random weights) tends to "
+                f"memorise fewer than {FEW_ROWS_SCRATCH} rows rather than learn the task, so "
+                "held-out answers may stay wrong; add rows if you can (dropping the first "
+                "letter of words: held-out exact match 0.0 from 180 rows, 0.82 from 400)"
+            )
     if stage.train_rows < int(
         stage.config.get("batch_size", stage.config.get("groups_per_batch", 1))
     ):
@@ -152,7 +163,9 @@ def _supervised(
     config: dict[str, Any] = {}
     if model.from_scratch:
         batch = _given_int(given, "batch_size") or min(SCRATCH_BATCH, max(4, _pow2_floor(train)))
-        lr = SCRATCH_DPO_LR if stage == "dpo" else SCRATCH_SL_LR
+        lr = SCRATCH_SL_LR
+        if stage == "dpo":  # from SL weights, 1e-3 unlearns what SL taught (sl_then_dpo.yaml)
+            lr = SCRATCH_DPO_FROM_SL_LR if continues else SCRATCH_DPO_LR
         steps = MIN_DPO_STEPS if stage == "dpo" else SCRATCH_SL_STEPS
         if stage == "rm":
             steps = max(80, math.ceil(2 * train / batch))
