@@ -87,7 +87,7 @@ def test_sl_in_micro_batches_learns_and_explains_its_plan(
         "grad_accumulation": 4,
     }
     line = next(s for s in capsys.readouterr().out.splitlines() if "batch plan" in s)
-    assert line.startswith("[thinker] batch plan: free memory ")
+    assert line.startswith("[thinker] batch plan: available memory ")  # a CPU: MemAvailable
     assert "micro_batch_size 2 (as set)" in line
     assert "batch_size 8 -> 4 pass(es) of up to 2 examples" in line
     nll = [m["train_mean_nll"] for m in read_jsonl(tmp_path / METRICS_FILE)]

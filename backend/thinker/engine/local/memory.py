@@ -222,7 +222,8 @@ def budget_of(known: Estimate, placement: Placement, *, free_bytes: int | None =
         tokens, note = CPU_MAX_TOKENS, " (the CPU cap)"
     dtype = str(placement.dtype).removeprefix("torch.")
     explanation = (
-        f"free memory {free / GiB:.1f} GiB on {device}, {max(usable, 0) / GiB:.1f} GiB usable "
+        f"{'free' if device.type == 'cuda' else 'available'} memory {free / GiB:.1f} GiB on "
+        f"{device}, {max(usable, 0) / GiB:.1f} GiB usable "
         f"after a margin (10% + 1 GiB) and {fixed / GiB:.1f} GiB for logit chunks and optimizer "
         f"state; ~{per_token / MiB:.2f} MiB per token (estimated for {shape.layers} layers, "
         f"hidden {shape.hidden}, {dtype}) -> one pass holds {tokens:,} tokens{note}"
