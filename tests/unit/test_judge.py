@@ -180,6 +180,21 @@ def test_a_lone_completion_is_judged_against_the_reference(
         reward(Problem(QUESTION), [Completion("8", True)])
 
 
+def test_an_empty_answer_loses_to_any_answer_unjudged(judge_sampler: Any, renderer: Any) -> None:
+    """An empty answer was never in the judge's pairs; RL against the bare judge made every
+    answer empty. It now loses every comparison with a non-empty answer (P = 0) and ties
+    with another empty one, whatever the judge would have said."""
+    reward = JudgeReward(judge_sampler, renderer)
+    texts = ["", "8", " ", "7"]
+    rewards = reward(Problem(QUESTION), [Completion(t, True) for t in texts])
+    p78 = _by_hand(judge_sampler, renderer, "7", "8")
+    # "" vs "8" 0, vs " " 1/2, vs "7" 0; "8" beats both empties, then P(8 beats 7)
+    assert rewards == pytest.approx([1 / 6, (2 + 1 - p78) / 3, 1 / 6, (2 + p78) / 3], abs=1e-6)
+    problem = Problem(QUESTION, row={"prompt": "3+4", "reference": "7"})
+    assert reward(problem, [Completion("  ", True)]) == [0.0]
+    assert reward.compare([(QUESTION, "8", "")]) == [(1.0, 20.0)]
+
+
 def test_generator_reproduces_the_shipped_rlhf_files(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("make_rlhf", EXAMPLES / "rlhf" / "make_rlhf.py")
     assert spec is not None and spec.loader is not None

@@ -224,17 +224,30 @@ class JudgeReward:
         return round_robin_rewards([[wins.get((a, b), 0.5) for b in texts] for a in texts])
 
     def compare(self, comparisons: list[Comparison]) -> list[tuple[float, float]]:
-        """(P(x beats y), log-odds) of each (prompt, x, y), blocking until all are answered."""
-        futures = [self._submit(c) for c in comparisons]
+        """(P(x beats y), log-odds) of each (prompt, x, y), blocking until all are answered.
+
+        An empty answer is not judged: it loses to any answer and ties with another empty one
+        (`_unjudged`). The judge never saw one in its pairs, and a policy finds that out: on
+        the shipped RLHF example, RL against the bare judge ended with every held-out answer
+        empty, which the judge rated above the SL policy's answers 84% of the time."""
+        ruled = [_unjudged(c) for c in comparisons]
+        futures = {i: self._submit(c) for i, c in enumerate(comparisons) if ruled[i] is None}
         # One blocking wait for them all: `.result()` of a finished future never blocks (the
         # tinker SDK warns, at every call, about a blocking `.result()` inside an event loop).
-        concurrent.futures.wait([f.future() for fs in futures for f in fs])
-        return [_combine([f.result() for f in fs]) for fs in futures]
+        concurrent.futures.wait([f.future() for fs in futures.values() for f in fs])
+        return [
+            r if r is not None else _combine([f.result() for f in futures[i]])
+            for i, r in enumerate(ruled)
+        ]
 
     async def compare_async(self, comparisons: list[Comparison]) -> list[tuple[float, float]]:
         """As `compare`, awaiting the requests instead of blocking on them."""
-        futures = [self._submit(c) for c in comparisons]
-        return [_combine([await f for f in fs]) for fs in futures]
+        ruled = [_unjudged(c) for c in comparisons]
+        futures = {i: self._submit(c) for i, c in enumerate(comparisons) if ruled[i] is None}
+        return [
+            r if r is not None else _combine([await f for f in futures[i]])
+            for i, r in enumerate(ruled)
+        ]
 
     def _submit(self, comparison: Comparison) -> list[Any]:
         """Four logprob requests: x shown first (answer A, answer B), then y shown first."""
@@ -246,6 +259,20 @@ class JudgeReward:
                 tokens = types.ModelInput.from_ints(judge_prompt.sequence(label))
                 futures.append(self.sampler.compute_logprobs(tokens))
         return futures
+
+
+EMPTY_LOG_ODDS = 20.0  # how sure the rule is that an empty answer loses: e^-20
+
+
+def _unjudged(comparison: Comparison) -> tuple[float, float] | None:
+    """The result of a comparison with an empty answer in it, or None to ask the judge."""
+    _, x, y = comparison
+    x_empty, y_empty = not x.strip(), not y.strip()
+    if x_empty and y_empty:
+        return 0.5, 0.0
+    if x_empty or y_empty:
+        return (0.0, -EMPTY_LOG_ODDS) if x_empty else (1.0, EMPTY_LOG_ODDS)
+    return None
 
 
 def _combine(logprobs: list[list[float | None]]) -> tuple[float, float]:
