@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 METRICS_FILE = "metrics.jsonl"
+REWIND_KEY = "rewind_to"  # a metrics.jsonl row marking a resume: later attempts supersede
 CHECKPOINTS_FILE = "checkpoints.jsonl"
 
 
@@ -49,25 +50,31 @@ class RunLogger:
             print(f"[thinker] {kind}: {json.dumps(payload)}", flush=True)
 
     def rewind(self, step: int, stage: str | None = None) -> int:
-        """Drop the metrics rows of `stage` after `step`: a run resumed from the checkpoint at
-        `step` trains those steps again, and its curve must not hold both attempts."""
-        return rewind_metrics(self.run_dir / METRICS_FILE, step, stage)
+        """Supersede the metrics rows of `stage` after `step`: a run resumed from the
+        checkpoint at `step` trains those steps again, and its curve must not hold both
+        attempts. The file stays append-only (a marker row is appended); `read_metrics`
+        leaves the superseded rows out. Returns how many rows were superseded."""
+        path = self.run_dir / METRICS_FILE
+        superseded = sum(
+            1 for r in read_metrics(path) if r.get("stage") == stage and r.get("step", 0) > step
+        )
+        if superseded:
+            tag = {"stage": stage} if stage else {}
+            append_jsonl(path, {REWIND_KEY: step, "time": time.time(), **tag})
+        return superseded
 
 
-def rewind_metrics(path: Path, step: int, stage: str | None = None) -> int:
-    """Rewrite `path` (atomically) without the rows of `stage` whose step is after `step`;
-    returns how many rows were dropped."""
-    rows = read_jsonl(path)
-    kept = [r for r in rows if r.get("stage") != stage or r.get("step", 0) <= step]
-    if len(kept) == len(rows):
-        return 0
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(r, allow_nan=False) + "\n" for r in kept)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return len(rows) - len(kept)
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl as the run's curves stand: rows a resumed attempt trained
+    again (after a `rewind_to` marker's step, for its stage) are left out, markers too."""
+    rows: list[dict[str, Any]] = []
+    for row in read_jsonl(path):
+        if REWIND_KEY in row:
+            stage, step = row.get("stage"), row[REWIND_KEY]
+            rows = [r for r in rows if r.get("stage") != stage or r.get("step", 0) <= step]
+        else:
+            rows.append(row)
+    return rows
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from thinker.algorithms import dpo, reward_model, sl
 from thinker.algorithms.common import RunResult
 from thinker.engine.local import checkpoints
-from thinker.runs import METRICS_FILE, RunLogger, read_jsonl
+from thinker.runs import METRICS_FILE, RunLogger, read_jsonl, read_metrics
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 # Adam's first step is lr * g / (|g| + eps): with the usual eps it is lr * sign(g), blind to a
@@ -168,7 +168,7 @@ def test_a_resumed_run_splits_its_steps_as_its_checkpoint_recorded(
 ) -> None:
     """The split comes from free memory, which differs from moment to moment; a resumed run
     reuses the split its checkpoint recorded (a different one would sum each step's gradients
-    in another order: not bit for bit the uninterrupted run), and drops the metrics the
+    in another order: not bit for bit the uninterrupted run), and supersedes the metrics the
     interrupted attempt logged after that checkpoint."""
     from tests.integration.crashing import Crash, CrashingLogger
 
@@ -188,8 +188,10 @@ def test_a_resumed_run_splits_its_steps_as_its_checkpoint_recorded(
     assert logger.plan()["start_step"] == 2
     out = capsys.readouterr().out
     assert "micro_batch_size 16 as the checkpoint recorded" in out
-    assert "1 metrics row(s) of the earlier attempt after it are dropped" in out
-    assert [m["step"] for m in read_jsonl(tmp_path / METRICS_FILE)] == [1, 2, 3, 4, 5, 6]
+    assert "1 metrics row(s) of the earlier attempt after it are superseded" in out
+    assert [m["step"] for m in read_metrics(tmp_path / METRICS_FILE)] == [1, 2, 3, 4, 5, 6]
+    raw = read_jsonl(tmp_path / METRICS_FILE)  # append-only: the first attempt's row stays
+    assert [m.get("step", m.get("rewind_to")) for m in raw] == [1, 2, 3, 2, 3, 4, 5, 6]
 
     # a fresh run under the same pressure splits by memory: the pin above was the checkpoint's
     _, fresh = _run(sl.main, _sl_config(tmp_path / "fresh", max_steps=1))

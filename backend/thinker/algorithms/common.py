@@ -93,7 +93,7 @@ async def start_or_resume(
     """Resume from the last line of checkpoints.jsonl; else start from `init_from` or fresh.
 
     Either way, metrics an earlier attempt logged after the point this one starts from are
-    dropped (the steps are trained again), and the log says so."""
+    superseded (the steps are trained again; see `RunLogger.rewind`), and the log says so."""
     last = (read_jsonl(run_dir / CHECKPOINTS_FILE) or [None])[-1]
     step = last["step"] if last is not None else 0
     rewind: Callable[[int, str | None], int] | None = getattr(logger, "rewind", None)
@@ -102,8 +102,8 @@ async def start_or_resume(
         where = f"the checkpoint at step {step}" if last else "step 0 (no checkpoint was saved)"
         print(
             f"[thinker] resuming from {where}: {dropped} metrics row(s) of the earlier attempt "
-            "after it are dropped and those steps train again (save_every sets how often "
-            "checkpoints are written)",
+            "after it are superseded (kept in metrics.jsonl, left out of the curves) and those "
+            "steps train again (save_every sets how often checkpoints are written)",
             flush=True,
         )
     if last is not None:

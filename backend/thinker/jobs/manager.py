@@ -454,10 +454,10 @@ class JobManager:
 
     def _metrics_at(self, job_id: str, step: int, stage: str | None) -> dict[str, Any]:
         """The metrics logged at `step` (every key's latest value up to it) for a model row."""
-        from thinker.runs import METRICS_FILE, read_jsonl
+        from thinker.runs import METRICS_FILE, read_metrics
 
         merged: dict[str, Any] = {}
-        for row in read_jsonl(self.run_dir(job_id) / METRICS_FILE):
+        for row in read_metrics(self.run_dir(job_id) / METRICS_FILE):
             if row.get("stage") == stage and row.get("step", 0) <= step:
                 merged.update({k: v for k, v in row.items() if k not in ("time", "stage")})
         return merged

@@ -18,7 +18,7 @@ from thinker.algorithms.sl_config import SLConfig
 from thinker.errors import NotFoundError
 from thinker.jobs.events import read_events
 from thinker.jobs.worker import LOG_FILE
-from thinker.runs import CHECKPOINTS_FILE, METRICS_FILE, read_jsonl
+from thinker.runs import CHECKPOINTS_FILE, METRICS_FILE, read_jsonl, read_metrics
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.store import Job
 
@@ -291,7 +291,7 @@ async def read_job_metrics(
 ) -> MetricsPage:
     """The job's metrics.jsonl rows, in pages."""
     await platform.jobs.get(job_id)
-    rows = await asyncio.to_thread(read_jsonl, platform.jobs.run_dir(job_id) / METRICS_FILE)
+    rows = await asyncio.to_thread(read_metrics, platform.jobs.run_dir(job_id) / METRICS_FILE)
     page = rows[offset : offset + limit]
     more = offset + limit < len(rows)
     return MetricsPage(data=page, count=len(rows), next_offset=offset + limit if more else None)
