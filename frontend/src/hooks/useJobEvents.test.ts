@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import type { Schemas } from '../api/client'
-import { applyJobEvent, type JobEvent } from './useJobEvents'
+import { appendMetricsRow, applyJobEvent, type JobEvent } from './useJobEvents'
 
 const job = {
   id: 'job_1', name: 'j', algorithm: 'sl', backend: 'local', base_model: 'thinker/tiny',
@@ -36,5 +36,24 @@ describe('applyJobEvent', () => {
 
   test('nothing to update without a cached job', () => {
     expect(applyJobEvent(undefined, event(3, 'state', { state: 'running' }))).toBeUndefined()
+  })
+})
+
+describe('appendMetricsRow', () => {
+  const page = (steps: number[], stage?: string) => ({
+    data: steps.map((step) => ({ step, ...(stage ? { stage } : {}) })),
+    count: steps.length,
+    next_offset: null,
+  })
+  test('appends in order', () => {
+    expect(appendMetricsRow(page([1, 2]), { step: 3 }).data.map((r) => r.step)).toEqual([1, 2, 3])
+  })
+  test('a resumed attempt replaces the steps it trains again', () => {
+    const next = appendMetricsRow(page([1, 2, 3, 4]), { step: 3 })
+    expect(next.data.map((r) => r.step)).toEqual([1, 2, 3])
+    expect(next.count).toBe(3)
+  })
+  test('another stage is left alone', () => {
+    expect(appendMetricsRow(page([1, 2, 3], 'sl'), { step: 1, stage: 'rl' }).data).toHaveLength(4)
   })
 })

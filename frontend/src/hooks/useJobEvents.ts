@@ -63,9 +63,7 @@ export function useJobEvents(jobId: string | undefined): { logs: string[]; conne
           ...stage,
           ...(event.data.metrics as object),
         }
-        client.setQueryData<MetricsPage>(['job-metrics', jobId], (page) =>
-          page ? { ...page, data: [...page.data, row], count: page.count + 1 } : page,
-        )
+        client.setQueryData<MetricsPage>(['job-metrics', jobId], (page) => (page ? appendMetricsRow(page, row) : page))
       } else if (event.type === 'log' && typeof event.data.line === 'string') {
         const line = event.data.line
         setLogs((old) => [...old.slice(-499), line])
@@ -88,4 +86,13 @@ export function useJobEvents(jobId: string | undefined): { logs: string[]; conne
   }, [jobId, client])
 
   return { logs, connected }
+}
+
+/** Add a live metrics row. A resumed attempt trains again the steps after its checkpoint:
+ * rows of the same stage at or after the new row's step are the earlier attempt's, and go
+ * (as the server's `read_metrics` leaves them out). */
+export function appendMetricsRow(page: MetricsPage, row: { step: unknown; stage?: string }): MetricsPage {
+  const step = Number(row.step)
+  const kept = page.data.filter((r) => (r as { stage?: string }).stage !== row.stage || Number((r as { step?: unknown }).step) < step)
+  return { ...page, data: [...kept, row as MetricsPage['data'][number]], count: kept.length + 1 }
 }
