@@ -129,7 +129,7 @@ def test_rl_against_the_judge_raises_its_score(
         reward={"type": "reward_model"},
         init_from=sl_result.state_path,
         group_size=4,
-        groups_per_batch=8,
+        groups_per_batch=16,  # 8 reached 0.84 in some runs and 0.51 in others (see below)
         max_tokens=32,
         learning_rate=1e-3,
         max_steps=12,
@@ -148,6 +148,9 @@ def test_rl_against_the_judge_raises_its_score(
     verdict = asyncio.run(rlhf.compare_policies(judge, held_out, policy, baseline, max_tokens=32))
     # Observed: P(RL's answer beats SL's) 0.84; P(answer beats the reference answer) 0.16
     # for SL -> 0.50 for RL (RL stopped hedging: 0.50 is a tie with the direct reference).
+    # Before empty answers lost unjudged, RL reached the same figures by answering nothing;
+    # with the rule, 8 prompts a step ended at 0.51 or 0.83 depending on the run's order of
+    # tests (the tiny policy's RL is that sensitive); 16 prompts gave 0.836 in three runs.
     assert verdict["eval_win_rate_vs_sl"] >= 0.7, verdict
     assert verdict["eval_judge_score_sl"] <= 0.3, verdict
     assert verdict["eval_judge_score_rl"] >= verdict["eval_judge_score_sl"] + 0.2, verdict
