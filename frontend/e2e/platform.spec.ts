@@ -66,6 +66,8 @@ test('upload, train with the wizard, watch it live, then chat, compare and give 
   const between = [...seen].filter((v) => v !== '' && v !== '0' && v !== '100')
   expect(between.length).toBeGreaterThan(0)
   await expect(page.getByText('succeeded').first()).toBeVisible()
+  // The report arrives live (no reload): whether it learned, against the base model.
+  await expect(page.getByText(/^(Learned|Did not learn): held-out exact match/)).toBeVisible()
   await expect(page.locator('.recharts-line').first()).toBeVisible()
   await shot(page, 'training-job')
   await page.goto('/training')

@@ -57,3 +57,17 @@ describe('appendMetricsRow', () => {
     expect(appendMetricsRow(page([1, 2, 3], 'sl'), { step: 1, stage: 'rl' }).data).toHaveLength(4)
   })
 })
+
+describe('applyJobEvent: the end of a job', () => {
+  const event = (type: string, data: Record<string, unknown>, seq = 9) => ({ seq, time: 0, type, data }) as JobEvent
+  test('the report arrives live, before the final state', () => {
+    const report = { verdict: 'learned', metric: null, held_out: null, base: null, warnings: [], samples: [] }
+    expect(applyJobEvent({ ...job, state: 'running' }, event('report', report))?.report).toEqual(report)
+  })
+  test('resume is offered only where it can help', () => {
+    expect(applyJobEvent(job, event('state', { state: 'failed', retryable: false }))?.retryable).toBe(false)
+    expect(applyJobEvent(job, event('state', { state: 'failed' }))?.retryable).toBe(true)
+    expect(applyJobEvent(job, event('state', { state: 'paused' }))?.retryable).toBe(true)
+    expect(applyJobEvent(job, event('state', { state: 'succeeded' }))?.retryable).toBe(false)
+  })
+})

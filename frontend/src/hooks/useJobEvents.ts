@@ -24,6 +24,12 @@ export function applyJobEvent(job: Job | undefined, event: JobEvent): Job | unde
   if (event.type === 'state' && typeof d.state === 'string') {
     next.state = d.state as Job['state']
     if (typeof d.reason === 'string') next.reason = d.reason
+    // as JobPublic computes it: resume helps a paused or interrupted job, and a failed one
+    // unless its worker said the failure will repeat
+    next.retryable = next.state === 'paused' || next.state === 'interrupted' || (next.state === 'failed' && d.retryable !== false)
+  } else if (event.type === 'report' && typeof d.verdict === 'string') {
+    // written just before the final state: the page shows whether it learned without a reload
+    next.report = d as Job['report']
   } else if (event.type === 'plan' && typeof d.total_steps === 'number') {
     // Each start (and each RLHF stage) plans its own steps, from where it resumes.
     next.total_steps = d.total_steps
