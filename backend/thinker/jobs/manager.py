@@ -157,7 +157,7 @@ class JobManager:
         job_id = new_id("job")
         job = Job(
             id=job_id,
-            name=await self._unique_name(name or self._default_name(algorithm, dataset_id)),
+            name=await self._unique_name(name or await self._default_name(algorithm, dataset_id)),
             algorithm=algorithm,
             backend=backend,
             base_model=start.base_model,
@@ -214,16 +214,18 @@ class JobManager:
         lookup = await self._refs()
         return start, proposal_for(algorithm, start, dataset_id, config, lookup), lookup
 
-    def _default_name(self, algorithm: str, dataset_id: str | None) -> str:
-        return f"{algorithm}-{dataset_id or 'job'}"
+    async def _default_name(self, algorithm: str, dataset_id: str | None) -> str:
+        """`<dataset name>-<algorithm>`, as the wizard names its jobs."""
+        async with self.platform.sessions() as session:
+            dataset = await session.get(Dataset, dataset_id) if dataset_id else None
+        return f"{dataset.name if dataset is not None else 'job'}-{algorithm}"
 
     async def _unique_name(self, name: str) -> str:
         """`name`, or `name (2)`, `name (3)`, ... where a job already has it: model pickers
         list models by their job's name."""
         async with self.platform.sessions() as session:
-            taken = set(
-                (await session.scalars(select(Job.name).where(Job.name.startswith(name)))).all()
-            )
+            query = select(Job.name).where(Job.name.startswith(name, autoescape=True))
+            taken = set((await session.scalars(query)).all())
         n, candidate = 1, name
         while candidate in taken:
             n += 1

@@ -139,13 +139,6 @@ def propose(
                 "held-out answers may stay wrong; add rows if you can (dropping the first "
                 "letter of words: held-out exact match 0.0 from 180 rows, 0.82 from 400)"
             )
-    if stage.train_rows < int(
-        stage.config.get("batch_size", stage.config.get("groups_per_batch", 1))
-    ):
-        warnings.append(
-            f"batch {stage.config.get('batch_size', stage.config.get('groups_per_batch'))} is "
-            f"larger than the {stage.train_rows} training rows: each step repeats rows"
-        )
     return Proposal([stage], warnings)
 
 
@@ -162,7 +155,9 @@ def _supervised(
     why = [f"{data.rows} {unit}, {train} to train on after the held-out share"]
     config: dict[str, Any] = {}
     if model.from_scratch:
-        batch = _given_int(given, "batch_size") or min(SCRATCH_BATCH, max(4, _pow2_floor(train)))
+        batch = _given_int(given, "batch_size") or _fits(
+            min(SCRATCH_BATCH, _pow2_floor(train)), train
+        )
         lr = SCRATCH_SL_LR
         if stage == "dpo":  # from SL weights, 1e-3 unlearns what SL taught (sl_then_dpo.yaml)
             lr = SCRATCH_DPO_FROM_SL_LR if continues else SCRATCH_DPO_LR
@@ -177,7 +172,9 @@ def _supervised(
         )
         config.update(batch_size=batch, learning_rate=lr)
     else:
-        batch = _given_int(given, "batch_size") or min(32, max(4, _pow2_floor(train // 8)))
+        batch = _given_int(given, "batch_size") or _fits(
+            min(32, max(4, _pow2_floor(train // 8))), train
+        )
         epochs = 3 if data.rows < 1000 else 2 if data.rows < 10_000 else 1
         per_epoch = max(1, train // batch)
         steps = max(epochs * per_epoch, MIN_PRETRAINED_STEPS)
@@ -277,6 +274,11 @@ def _cadence(steps: int) -> dict[str, int]:
 def _given_int(given: dict[str, Any], key: str) -> int | None:
     value = given.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _fits(batch: int, train: int) -> int:
+    """A proposed batch no larger than the rows to train on (a larger one is refused)."""
+    return max(1, min(batch, train))
 
 
 def _pow2_floor(n: int) -> int:

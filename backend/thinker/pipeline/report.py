@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from thinker.algorithms.common import RunResult
+from thinker.algorithms.common import RunResult, make_service
 from thinker.data import split_train_eval
 from thinker.data.preferences import load_preference_pairs
 from thinker.data.problems import load_problems
-from thinker.engine import ServiceClient
 from thinker.pipeline.config import (
     DPOTraining,
     RLHFTraining,
@@ -180,10 +179,7 @@ async def _answer(
     """Greedy answers (and NLL of the references) of one model, sampler weights or the base
     model for None, and the references' lengths in tokens. One model is loaded at a time,
     and let go before the next."""
-    if section.backend == "tinker":
-        service = ServiceClient("tinker")
-    else:
-        service = ServiceClient("local", storage_dir=run_dir, quantization=section.quantization)
+    service = make_service(section, run_dir)
     if model_path is not None:
         client = await service.create_sampling_client(model_path=model_path)
     else:

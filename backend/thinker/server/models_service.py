@@ -33,8 +33,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from thinker.engine.local import checkpoints
 from thinker.engine.local.models import Placement, load_base_model, load_tokenizer
 from thinker.engine.local.training import ADAPTER_FILE
-from thinker.errors import CheckpointError, ConflictError, NotFoundError
-from thinker.jobs.start import checkpoint_dirs
+from thinker.errors import ConflictError, NotFoundError
+from thinker.jobs.start import local_checkpoint
 from thinker.server.settings import Settings
 from thinker.store import Dataset, Job, Model
 
@@ -139,21 +139,10 @@ def sampler_dir(settings: Settings, model: Model) -> Path:
             f"model {model.id} was trained on Tinker: its weights live on Tinker's servers, not "
             f"on this one; fetch them with the Tinker SDK from {model.sampler_path}"
         )
-    for storage_dir in _storage_dirs(settings, model):
-        try:
-            directory = checkpoints.resolve(model.sampler_path, storage_dir)
-        except CheckpointError:
-            continue
-        if (directory / ADAPTER_FILE).is_file() and (directory / ADAPTER_CONFIG).is_file():
-            return directory
-    raise NotFoundError(
-        f"the files of model {model.id} are gone: its job's run directory has no checkpoint "
-        f"{model.sampler_path}"
-    )
-
-
-def _storage_dirs(settings: Settings, model: Model) -> list[Path]:
-    return checkpoint_dirs(settings.runs_dir, model)
+    directory = local_checkpoint(settings.runs_dir, model, model.sampler_path)
+    if not ((directory / ADAPTER_FILE).is_file() and (directory / ADAPTER_CONFIG).is_file()):
+        raise NotFoundError(f"the adapter files of model {model.id} are gone from {directory}")
+    return directory
 
 
 def _local_dir_or_none(settings: Settings, model: Model) -> Path | None:

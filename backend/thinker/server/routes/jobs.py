@@ -36,7 +36,7 @@ JobState = Literal[
 
 
 class JobCreate(BaseModel):
-    name: str | None = Field(None, max_length=200)  # a label; default "<algorithm>-<model>"
+    name: str | None = Field(None, max_length=200)  # default "<dataset>-<algorithm>", made unique
     algorithm: Literal["sl", "dpo", "rl", "rlhf"]
     backend: Literal["local", "tinker"] = "local"
     base_model: str = Field("thinker/tiny", min_length=1, max_length=300)
