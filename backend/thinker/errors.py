@@ -52,3 +52,22 @@ class ConflictError(ThinkerError, RuntimeError):
 
 class AuthError(ThinkerError, PermissionError):
     """A missing, malformed or unknown API token."""
+
+
+class OverloadedError(ThinkerError, RuntimeError):
+    """The server is at capacity for this kind of work now (a full sampling queue); the same
+    request may succeed later. `retry_after` is a hint in seconds."""
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class StorageError(ThinkerError, OSError):
+    """Something could not be written because the disk is full or not writable; nothing
+    half-written was kept."""
+
+
+class DamagedError(BackendError):
+    """Stored files (a checkpoint, an adapter, a dataset file) are missing or fail their
+    checksum: they cannot be served as they are."""

@@ -27,6 +27,8 @@ from thinker.errors import (
     ConflictError,
     DatasetError,
     NotFoundError,
+    OverloadedError,
+    StorageError,
     ThinkerError,
 )
 from thinker.server.deps import require_token
@@ -39,6 +41,8 @@ _STATUS: list[tuple[type[ThinkerError], int]] = [
     (ConflictError, 409),
     (ConfigError, 422),
     (DatasetError, 422),
+    (OverloadedError, 429),  # a full queue: retry after `Retry-After` seconds
+    (StorageError, 507),  # disk full or not writable
     (BackendError, 503),  # a backend that cannot serve now: no Tinker key, unreachable
 ]
 
@@ -165,6 +169,8 @@ def _add_error_handlers(app: FastAPI) -> None:
         if getattr(exc, "detection", None) is not None:
             body["detection"] = exc.detection  # type: ignore[attr-defined]
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        if isinstance(exc, OverloadedError):
+            headers = {"Retry-After": str(max(1, round(exc.retry_after)))}
         return JSONResponse(body, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)

@@ -28,6 +28,8 @@ from thinker.errors import (
     ConfigError,
     ConflictError,
     NotFoundError,
+    OverloadedError,
+    StorageError,
     ThinkerError,
 )
 from thinker.renderers import Message
@@ -48,6 +50,8 @@ _ERRORS: list[tuple[type[ThinkerError], int, str, str | None]] = [
     (NotFoundError, 404, "invalid_request_error", "model_not_found"),
     (ConflictError, 409, "invalid_request_error", None),
     (ConfigError, 400, "invalid_request_error", "invalid_value"),
+    (OverloadedError, 429, "rate_limit_error", "server_busy"),
+    (StorageError, 507, "server_error", "insufficient_storage"),
     (BackendError, 503, "server_error", "model_unavailable"),
 ]
 
@@ -252,6 +256,8 @@ def _thinker_error(exc: ThinkerError) -> JSONResponse:
     )
     message = str(exc).split("\n")[0]
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, OverloadedError):
+        headers = {"Retry-After": str(max(1, round(exc.retry_after)))}
     return JSONResponse(_error_body(message, kind, code), status_code=status, headers=headers)
 
 
