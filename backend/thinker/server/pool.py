@@ -4,13 +4,16 @@ A model reference is a base model (a built-in `thinker/...` model, or the base m
 already on the platform) or a model id (`mdl_...`, a sampler checkpoint in the `models` table).
 At most `settings.model_pool_size` models stay loaded; the least recently used one is dropped
 to make room. Loading and sampling run on threads, so the event loop never waits on a model;
-requests for a model that is still loading share that one load.
+requests for a model that is still loading share that one load. Requests to one local model
+decode together (engine/local/scheduler.py); a prompt is checked against the model's context
+(characters before tokenizing, then tokens) before any decode.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -19,12 +22,22 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
+import torch
 from sqlalchemy import select
 from tinker import types
 
+from thinker.engine.local.checkpoints import STATE_FILE
 from thinker.engine.local.models import BUILTIN_CONFIGS
 from thinker.engine.local.sampling import LocalSamplingClient
-from thinker.errors import BackendError, NotFoundError
+from thinker.engine.local.scheduler import DecodeScheduler
+from thinker.engine.local.training import ADAPTER_FILE
+from thinker.errors import (
+    BackendError,
+    CheckpointError,
+    ConfigError,
+    DamagedError,
+    NotFoundError,
+)
 from thinker.renderers import Message, Renderer, renderer_for
 from thinker.store import Job, Model
 
@@ -36,6 +49,11 @@ if TYPE_CHECKING:
 
 StopReason = Literal["stop", "length"]
 _END = object()  # marks the end of a token stream on its queue
+# A prompt longer than this many characters per token of context cannot fit it (a token is
+# rarely a dozen characters), so it is refused before tokenizing; with no known context,
+# UNKNOWN_CONTEXT_CHARS (32 x 128k tokens).
+CHARS_PER_TOKEN = 32
+UNKNOWN_CONTEXT_CHARS = CHARS_PER_TOKEN * 131_072
 
 
 @dataclass(frozen=True)
@@ -89,41 +107,109 @@ class StreamEvent:
     completion_tokens: int = 0
 
 
+class ContextLengthError(ConfigError):
+    """A prompt (with the tokens asked for) that does not fit the model; `param` names the
+    request field to shorten."""
+
+    def __init__(self, message: str, param: str) -> None:
+        self.param = param
+        super().__init__(message)
+
+
 @dataclass
 class LoadedModel:
-    """A sampling client in the pool, with its tokenizer and chat renderer."""
+    """A sampling client in the pool, with its tokenizer, chat renderer and, for a local model,
+    the scheduler that batches the requests decoding on it."""
 
     ref: ModelRef
     client: Any  # LocalSamplingClient, or tinker.SamplingClient for backend "tinker"
+    batch_rows: int = 32  # settings.sample_batch_rows
+    queue_size: int = 64  # settings.sample_queue_size
     tokenizer: PreTrainedTokenizerBase = field(init=False)
+    scheduler: DecodeScheduler | None = field(init=False)  # None: a remote sampler
+    context: int | None = field(init=False)  # tokens the model attends to; None: unknown
+    _tokenizing: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.tokenizer = self.client.get_tokenizer()
+        self.scheduler, self.context = None, None
+        if isinstance(self.client, LocalSamplingClient):
+            self.scheduler = DecodeScheduler(self.client, self.batch_rows, self.queue_size)
+            self.context = _context_of(self.client.model.config, self.tokenizer)
 
     @cached_property
     def renderer(self) -> Renderer:
         return renderer_for(self.ref.renderer, self.ref.base_model, self.tokenizer)
 
-    def prompt(
+    @property
+    def max_prompt_chars(self) -> int:
+        """The bound on a prompt's characters, checked before tokenizing: CHARS_PER_TOKEN per
+        token of context (a prompt that long cannot fit), or UNKNOWN_CONTEXT_CHARS."""
+        return self.context * CHARS_PER_TOKEN if self.context else UNKNOWN_CONTEXT_CHARS
+
+    async def prompt(
+        self,
+        text: str | None,
+        messages: list[Message] | None,
+        stop: list[str] | None,
+        max_tokens: int,
+    ) -> Prompt:
+        """Tokens of a plain prompt (as is), or of messages rendered for the model's reply,
+        tokenized on a thread.
+
+        Raises:
+            ContextLengthError: the text is too long to tokenize, or prompt + max_tokens
+                exceed the model's context.
+        """
+        field_name = "prompt" if messages is None else "messages"
+        chars = len(text or "") if messages is None else sum(len(m["content"]) for m in messages)
+        if chars > self.max_prompt_chars:
+            raise ContextLengthError(
+                f"{field_name} has {chars:,} characters; this model takes at most "
+                f"{self.max_prompt_chars:,} ({self._context_words()})",
+                field_name,
+            )
+        prompt = await asyncio.to_thread(self._tokenize, text, messages, stop)
+        if self.context is not None and len(prompt.tokens) + max_tokens > self.context:
+            raise ContextLengthError(
+                f"this model's context is {self.context:,} tokens; the request asks "
+                f"{len(prompt.tokens):,} prompt + {max_tokens:,} completion tokens: shorten "
+                f"the {field_name} or lower max_tokens",
+                field_name,
+            )
+        return prompt
+
+    def _tokenize(
         self, text: str | None, messages: list[Message] | None, stop: list[str] | None
     ) -> Prompt:
-        """Tokens of a plain prompt (as is), or of messages rendered for the model's reply."""
-        if messages is None:
-            tokens = self.tokenizer.encode(text or "", add_special_tokens=False)
-            return Prompt(tokens, stop or None, stop or [], chat=False)
-        tokens = self.renderer.build_generation_prompt(messages).to_ints()
-        engine_stop = _merge_stops(self.renderer.get_stop_sequences(), stop or [], self.tokenizer)
+        with self._tokenizing:  # a fast tokenizer refuses two threads at once
+            if messages is None:
+                tokens = self.tokenizer.encode(text or "", add_special_tokens=False)
+                return Prompt(tokens, stop or None, stop or [], chat=False)
+            tokens = self.renderer.build_generation_prompt(messages).to_ints()
+            engine_stop = _merge_stops(
+                self.renderer.get_stop_sequences(), stop or [], self.tokenizer
+            )
         strings = [s for s in engine_stop if isinstance(s, str)]
         return Prompt(tokens, engine_stop, strings, chat=True)
+
+    def _context_words(self) -> str:
+        if self.context is None:
+            return "its context length is not known here"
+        return f"{CHARS_PER_TOKEN} per token of its {self.context:,}-token context"
 
     async def sample(
         self, prompt: Prompt, n: int, params: types.SamplingParams, prompt_logprobs: bool
     ) -> Samples:
-        """`n` completions of `prompt`, sampled on a thread."""
-        model_input = types.ModelInput.from_ints(prompt.tokens)
-        response = await asyncio.to_thread(
-            lambda: self.client.sample(model_input, n, params, prompt_logprobs).result()
-        )
+        """`n` completions of `prompt`. Cancelling the caller stops a local decode at its next
+        step (the scheduler drops a call whose future was cancelled)."""
+        if self.scheduler is not None:
+            response = await self.scheduler.submit(prompt.tokens, n, params, prompt_logprobs)
+        else:
+            model_input = types.ModelInput.from_ints(prompt.tokens)
+            response = await asyncio.to_thread(
+                lambda: self.client.sample(model_input, n, params, prompt_logprobs).result()
+            )
         samples = [self._sample_of(seq, prompt) for seq in response.sequences]
         lp = response.prompt_logprobs if prompt_logprobs else None
         return Samples(samples, len(prompt.tokens), lp)
@@ -134,8 +220,8 @@ class LoadedModel:
         """One completion, an event per token as the model produces it, then a final event."""
         text = TextAssembler(self.tokenizer, prompt.stop_strings, prompt.chat)
         items: AsyncIterator[int | _Ended]
-        if isinstance(self.client, LocalSamplingClient):
-            items = _token_stream(self.client, prompt, params)
+        if self.scheduler is not None:
+            items = _token_stream(self.scheduler, prompt, params)
         else:  # a remote sampler returns a whole sequence: replay it token by token
             items = _replayed(await self.sample(prompt, 1, params, False))
         async for item in items:
@@ -218,6 +304,10 @@ class ModelPool:
         """References of the loaded models, least recently used first."""
         return list(self._loaded)
 
+    def peek(self, reference: str) -> LoadedModel | None:
+        """The loaded model for `reference`, if it is loaded (its recency unchanged)."""
+        return self._loaded.get(reference)
+
     async def get(self, reference: str) -> LoadedModel:
         """The loaded model for `reference`, loading it (once, however many ask) if needed.
 
@@ -251,16 +341,22 @@ class ModelPool:
         self._loaded.pop(reference, None)
 
     async def close(self) -> None:
-        """Wait for loads in flight (their threads cannot be stopped), then drop every model."""
+        """Wait for loads in flight (their threads cannot be stopped), stop every decode at its
+        next step, then drop every model."""
         await asyncio.gather(*self._loading.values(), return_exceptions=True)
+        for model in self._loaded.values():
+            if model.scheduler is not None:
+                model.scheduler.cancel_all()
         self._loaded.clear()
 
     async def _load(self, reference: str) -> LoadedModel:
         try:
             ref = await self.resolve(reference)
             settings = self.platform.settings
-            client = await asyncio.to_thread(_sampling_client, ref, settings)
-            loaded = await asyncio.to_thread(LoadedModel, ref, client)  # tokenizers load too
+            client = await asyncio.to_thread(_loaded_client, ref, settings)
+            loaded = await asyncio.to_thread(  # tokenizers load too
+                LoadedModel, ref, client, settings.sample_batch_rows, settings.sample_queue_size
+            )
         finally:
             self._loading.pop(reference, None)
         self.loads += 1
@@ -294,6 +390,34 @@ class ModelPool:
         return found is not None
 
 
+def _loaded_client(ref: ModelRef, settings: Settings) -> Any:
+    """`_sampling_client`; a trained model whose files do not load raises DamagedError naming
+    the model (503: the row stands, its checkpoint does not load, and nothing is cached)."""
+    try:
+        return _sampling_client(ref, settings)
+    except DamagedError as error:  # the checkpoint's checksums (checkpoints.verify)
+        damage = str(error)
+    except (BackendError, MemoryError, torch.OutOfMemoryError):
+        raise  # not the files' fault
+    except Exception as error:  # files that pass their checksums and still do not load
+        if ref.sampler_path is None or ref.backend != "local":
+            raise
+        damage = f"checkpoint {ref.sampler_path}: {_damage(error)}"
+    raise DamagedError(f"model {ref.key!r} cannot be loaded: {damage}")
+
+
+def _damage(error: Exception) -> str:
+    """What is wrong, naming the file when the error tells which."""
+    text = str(error).split("\n")[0]
+    if type(error).__name__ == "SafetensorError":
+        return f"{ADAPTER_FILE} does not load: {text}"
+    if isinstance(error, json.JSONDecodeError):
+        return f"adapter_config.json or {STATE_FILE} is not valid JSON: {text}"
+    if isinstance(error, CheckpointError):
+        return f"its files are missing: {text}"
+    return f"{type(error).__name__}: {text}"
+
+
 def _sampling_client(ref: ModelRef, settings: Settings) -> Any:
     """A new sampling client for `ref` (blocking: called on a worker thread)."""
     if ref.backend == "tinker":
@@ -322,19 +446,15 @@ def _tinker_sampling_client(ref: ModelRef, settings: Settings) -> Any:
 
 
 async def _token_stream(
-    client: LocalSamplingClient, prompt: Prompt, params: types.SamplingParams
+    scheduler: DecodeScheduler, prompt: Prompt, params: types.SamplingParams
 ) -> AsyncIterator[int | _Ended]:
-    """The tokens of one sample as the sampling thread produces them, then how it ended."""
+    """The tokens of one sample as the decode produces them, then how it ended. Closing the
+    iterator (the reader went away) cancels the call: its decode stops at the next step."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[object] = asyncio.Queue()
-    reader_gone = threading.Event()
-
-    def on_token(token: int) -> None:
-        if reader_gone.is_set():
-            raise _ReaderGone  # ends the decode early: nobody reads the rest
-        _post(loop, queue, token)
-
-    future = client.sample_stream(types.ModelInput.from_ints(prompt.tokens), params, on_token)
+    future = scheduler.submit(
+        prompt.tokens, 1, params, on_step=lambda tokens: _post(loop, queue, tokens[0])
+    )
     future.future().add_done_callback(lambda _: _post(loop, queue, _END))
     try:
         while (item := await queue.get()) is not _END:
@@ -342,7 +462,7 @@ async def _token_stream(
         seq = (await future).sequences[0]
         yield _Ended(seq.stop_reason, len(seq.tokens))
     finally:
-        reader_gone.set()
+        future.future().cancel()
 
 
 def _post(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[object], item: object) -> None:
@@ -364,8 +484,14 @@ class _Ended:
     tokens: int
 
 
-class _ReaderGone(Exception):
-    """Raised on the sampling thread when the stream's reader has gone away."""
+def _context_of(config: Any, tokenizer: PreTrainedTokenizerBase) -> int | None:
+    """The context length from the model's config, else the tokenizer's (when it names one)."""
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    length = getattr(text_config, "max_position_embeddings", None)
+    if isinstance(length, int) and length > 0:
+        return length
+    length = getattr(tokenizer, "model_max_length", None)
+    return length if isinstance(length, int) and 0 < length < 10**8 else None  # 1e30 = unset
 
 
 def _merge_stops(

@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from transformers import StaticCache
+from transformers import DynamicCache, StaticCache
+from transformers.cache_utils import StaticLayer
 
 log = logging.getLogger(__name__)
 CACHE_BUCKET = 256  # cache lengths round up to this, so nearby prompt lengths share a graph
@@ -37,14 +38,14 @@ class EagerDecoder:
 
     def prefill(self, ids_1P: Tensor, n: int, max_new_tokens: int) -> Tensor:
         out = self._model(input_ids=ids_1P, use_cache=True, logits_to_keep=1)
-        self._cache = _cache_of(out)
+        self._cache = cache_of(out)
         self._cache.batch_repeat_interleave(n)
         return out.logits[:, -1].float().expand(n, -1)
 
     def step(self, token_N: Tensor) -> Tensor:
         cache = {self._cache_arg: self._cache}
         out = self._model(input_ids=token_N[:, None], use_cache=True, **cache)
-        self._cache = _cache_of(out)
+        self._cache = cache_of(out)
         return out.logits[:, -1].float()
 
 
@@ -115,6 +116,22 @@ class GraphDecoder:
         self._try_capture(capture)
         return logits_NV
 
+    def dynamic_cache(self) -> DynamicCache | None:
+        """The cache so far as a DynamicCache (copied: the next call of this shape reuses the
+        static one), so that other sequences can join this decode (scheduler.py). None for a
+        cache of sliding-window or other layers, whose columns are not positions."""
+        capture = self._capture
+        assert capture is not None, "prefill first"
+        if not all(type(layer) is StaticLayer for layer in capture.cache.layers):
+            return None
+        length = int(capture.position_N1[0, 0])
+        return DynamicCache(
+            [
+                (layer.keys[..., :length, :].clone(), layer.values[..., :length, :].clone())
+                for layer in capture.cache.layers
+            ]
+        )
+
     def _forward(self, capture: _Capture) -> Tensor:
         out = self._model(
             input_ids=capture.token_N1,
@@ -166,6 +183,7 @@ def _adapters_enabled(model: nn.Module) -> bool:
     return True
 
 
-def _cache_of(out: object) -> Any:
+def cache_of(out: object) -> Any:
+    """The cache a forward returned, under either name transformers has given it."""
     cache = getattr(out, "cache", None)
     return cache if cache is not None else out.past_key_values  # type: ignore[attr-defined]

@@ -3,7 +3,8 @@
 All `num_samples` sequences of one call decode together: the prompt is prefilled, then one
 forward per new token (on CUDA a replayed CUDA graph over a static cache: decode.py).
 `sample_stream` runs the same loop for one sequence and hands each token to a callback as
-soon as it is chosen.
+soon as it is chosen. The server's concurrent calls decode together instead (scheduler.py,
+with the same per-call `DecodeRows`).
 The logprob returned for each sampled token is the model's own (temperature 1, before
 top-k/top-p), i.e. what a training client computes for the same token, so on-policy
 importance ratios start at 1.
@@ -34,6 +35,7 @@ from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
 from thinker.errors import ConfigError
 
 DEFAULT_MAX_TOKENS = 512
+GREEDY_BELOW = 1e-5  # a temperature under this samples the argmax (dividing by it overflows)
 LOGPROB_BATCH_TOKENS = 16_384  # no gradient, so activations are not kept: a modest batch
 T = TypeVar("T")
 # Called after each decode step with the token just chosen for each sequence of the batch.
@@ -41,7 +43,7 @@ StepCallback = Callable[[list[int]], None]
 
 
 @dataclass
-class _Stops:
+class Stops:
     token_ids: set[int]
     strings: list[str]
 
@@ -152,6 +154,29 @@ class LocalSamplingClient:
     def get_base_model(self) -> str:
         return self._base_model
 
+    # ---- what a DecodeScheduler drives (scheduler.py) ------------------------------------
+    @property
+    def model(self) -> PreTrainedModel | PeftModel:
+        return self._model
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    @property
+    def cache_arg(self) -> str:
+        """The forward's keyword for the KV cache in this transformers version."""
+        return self._cache_arg
+
+    @property
+    def executor(self) -> OrderedExecutor:
+        return self._executor
+
+    @property
+    def shares_weights(self) -> bool:
+        """Whether this client samples a training client's model (on the trainer's thread)."""
+        return self._shared is not None
+
     # ---- work, on the worker thread ----------------------------------------------------
     def _with_weights(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn` with this client's weights in place on a shared model, then put them back."""
@@ -217,49 +242,23 @@ class LocalSamplingClient:
         prompt_logprobs: bool,
         on_step: StepCallback | None = None,
     ) -> types.SampleResponse:
-        if not prompt:
-            raise ConfigError("sample needs a non-empty prompt")
-        max_tokens = params.max_tokens if params.max_tokens is not None else DEFAULT_MAX_TOKENS
-        stops = self._stops(params.stop)
-        generator = torch.Generator(self._device)
-        generator.manual_seed(params.seed if params.seed is not None else _random_seed())
-
+        rows = DecodeRows(prompt, n, params, self.stops(params.stop), self._tokenizer)
         ids_1P = torch.tensor([prompt], dtype=torch.long, device=self._device)
         decoder = self._decoder()
-        logits_NV = decoder.prefill(ids_1P, n, max_tokens)
-
-        tokens_NT = torch.empty((n, 0), dtype=torch.long, device=self._device)
-        logprobs_NT = torch.empty((n, 0), dtype=torch.float32, device=self._device)
-        finished = [False] * n
-        stop_reasons: list[types.StopReason] = ["length"] * n
-        lengths = [max_tokens] * n
-        for t in range(max_tokens):
-            token_N, logprob_N = _choose(logits_NV, params, generator)
-            tokens_NT = torch.cat([tokens_NT, token_N[:, None]], dim=1)
-            logprobs_NT = torch.cat([logprobs_NT, logprob_N[:, None]], dim=1)
+        logits_NV = decoder.prefill(ids_1P, n, rows.max_tokens)
+        while True:
+            token_N = rows.advance(logits_NV)
             if on_step is not None:  # only streaming pays for this per-step device sync
                 on_step(token_N.tolist())
-            for i in _newly_stopped(tokens_NT, finished, stops, self._tokenizer):
-                finished[i], stop_reasons[i], lengths[i] = True, "stop", t + 1
-            if all(finished) or t == max_tokens - 1:
+            if rows.done:
                 break
             logits_NV = decoder.step(token_N)
+        return rows.response(self.prompt_logprobs(prompt) if prompt_logprobs else None)
 
-        tokens_np, logprobs_np = tokens_NT.cpu().numpy(), logprobs_NT.cpu().numpy()
-        sequences = [
-            types.SampledSequence(
-                stop_reason=stop_reasons[i],
-                sequence_id=uuid.uuid4().hex,
-                tokens_np=tokens_np[i, : lengths[i]].astype(np.int32),
-                logprobs_np=logprobs_np[i, : lengths[i]].astype(np.float32),
-            )
-            for i in range(n)
-        ]
-        prompt_lp = None
-        if prompt_logprobs:
-            values = self._batch_logprobs([prompt])[0]
-            prompt_lp = np.array([np.nan if v is None else v for v in values], dtype=np.float32)
-        return types.SampleResponse(sequences=sequences, prompt_logprobs_np=prompt_lp)
+    def prompt_logprobs(self, prompt: list[int]) -> np.ndarray:
+        """log p(token i | tokens before i) of `prompt`, NaN at position 0 (on the worker)."""
+        values = self._batch_logprobs([prompt])[0]
+        return np.array([np.nan if v is None else v for v in values], dtype=np.float32)
 
     def _decoder(self) -> EagerDecoder | GraphDecoder:
         self._model.eval()
@@ -267,21 +266,86 @@ class LocalSamplingClient:
             return GraphDecoder(self._model, self._cache_arg, self._model.config)
         return EagerDecoder(self._model, self._cache_arg)
 
-    def _stops(self, stop: str | list[str] | list[int] | None) -> _Stops:
+    def stops(self, stop: str | list[str] | list[int] | None) -> Stops:
+        """The token ids and strings that end a sequence, from SamplingParams.stop."""
         eos = self._tokenizer.eos_token_id
         implicit = {eos} if eos is not None else set()
         if stop is None:
-            return _Stops(implicit, [])
+            return Stops(implicit, [])
         if isinstance(stop, str):
-            return _Stops(implicit, [stop])
+            return Stops(implicit, [stop])
         stop = list(stop)
         if not stop:  # [] disables every stop, EOS included (as on Tinker)
-            return _Stops(set(), [])
+            return Stops(set(), [])
         if all(isinstance(s, int) for s in stop):
-            return _Stops(implicit | set(stop), [])
+            return Stops(implicit | set(stop), [])
         if all(isinstance(s, str) for s in stop):
-            return _Stops(implicit, [s for s in stop if s])
+            return Stops(implicit, [s for s in stop if s])
         raise ConfigError("SamplingParams.stop must be a string, a list of strings or of token ids")
+
+
+class DecodeRows:
+    """The `n` sequences of one sampling call as they decode: its own seeded generator, stop
+    rules and tokens. The rows advance together and end together (a row that stops early
+    keeps drawing, cut later), so a call's random draws, and its samples for a seed, do not
+    depend on what else is decoded beside it.
+    """
+
+    def __init__(
+        self,
+        prompt: list[int],
+        n: int,
+        params: types.SamplingParams,
+        stops: Stops,
+        tokenizer: PreTrainedTokenizerBase,
+    ) -> None:
+        if not prompt:
+            raise ConfigError("sample needs a non-empty prompt")
+        if n < 1:
+            raise ConfigError(f"num_samples must be at least 1, got {n}")
+        self.n, self.params, self._stops, self._tokenizer = n, params, stops, tokenizer
+        self.max_tokens = params.max_tokens if params.max_tokens is not None else DEFAULT_MAX_TOKENS
+        if self.max_tokens < 1:
+            raise ConfigError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        self._generator: torch.Generator | None = None
+        self._logprobs: list[Tensor] = []  # one (n,) tensor per step
+        self._tokens_NT: Tensor | None = None
+        self._finished = [False] * n
+        self._stop_reasons: list[types.StopReason] = ["length"] * n
+        self._lengths = [self.max_tokens] * n
+        self.steps = 0
+        self.done = False
+
+    def advance(self, logits_NV: Tensor) -> Tensor:
+        """Choose each row's next token from its logits; marks rows (and the call) done."""
+        if self._generator is None:  # on the logits' device, seeded as a lone call would be
+            self._generator = torch.Generator(logits_NV.device)
+            seed = self.params.seed if self.params.seed is not None else _random_seed()
+            self._generator.manual_seed(seed)
+        token_N, logprob_N = _choose(logits_NV, self.params, self._generator)
+        step = token_N[:, None]
+        self._tokens_NT = step if self._tokens_NT is None else torch.cat([self._tokens_NT, step], 1)
+        self._logprobs.append(logprob_N)
+        self.steps += 1
+        for i in _newly_stopped(self._tokens_NT, self._finished, self._stops, self._tokenizer):
+            self._finished[i], self._stop_reasons[i], self._lengths[i] = True, "stop", self.steps
+        self.done = all(self._finished) or self.steps == self.max_tokens
+        return token_N
+
+    def response(self, prompt_logprobs: np.ndarray | None = None) -> types.SampleResponse:
+        assert self._tokens_NT is not None, "advance first"
+        tokens_np = self._tokens_NT.cpu().numpy()
+        logprobs_np = torch.stack(self._logprobs, dim=1).cpu().numpy()
+        sequences = [
+            types.SampledSequence(
+                stop_reason=self._stop_reasons[i],
+                sequence_id=uuid.uuid4().hex,
+                tokens_np=tokens_np[i, : self._lengths[i]].astype(np.int32),
+                logprobs_np=logprobs_np[i, : self._lengths[i]].astype(np.float32),
+            )
+            for i in range(self.n)
+        ]
+        return types.SampleResponse(sequences=sequences, prompt_logprobs_np=prompt_logprobs)
 
 
 def _choose(
@@ -289,7 +353,7 @@ def _choose(
 ) -> tuple[Tensor, Tensor]:
     """The next token of each row (greedy at temperature 0) and its model logprob."""
     logprobs_NV = torch.log_softmax(logits_NV, dim=-1)
-    if params.temperature <= 0:
+    if params.temperature < GREEDY_BELOW:
         token_N = logits_NV.argmax(dim=-1)
     else:
         scores_NV = logits_NV / params.temperature
@@ -308,12 +372,13 @@ def _top_p_filter(scores_NV: Tensor, top_p: float) -> Tensor:
     sorted_NV, order_NV = scores_NV.sort(dim=-1, descending=True)
     cumulative_NV = torch.softmax(sorted_NV, dim=-1).cumsum(dim=-1)
     drop_sorted_NV = cumulative_NV - torch.softmax(sorted_NV, dim=-1) >= top_p
+    drop_sorted_NV[..., 0] = False  # the likeliest stays, even for a top_p that rounds to 0
     drop_NV = drop_sorted_NV.scatter(-1, order_NV, drop_sorted_NV)
     return scores_NV.masked_fill(drop_NV, float("-inf"))
 
 
 def _newly_stopped(
-    tokens_NT: Tensor, finished: list[bool], stops: _Stops, tokenizer: PreTrainedTokenizerBase
+    tokens_NT: Tensor, finished: list[bool], stops: Stops, tokenizer: PreTrainedTokenizerBase
 ) -> list[int]:
     last_N = tokens_NT[:, -1].tolist()
     stopped = []

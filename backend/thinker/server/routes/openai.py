@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from sqlalchemy import select
 from tinker import types
 
@@ -34,13 +34,22 @@ from thinker.errors import (
 )
 from thinker.renderers import Message
 from thinker.server.deps import PlatformDep, SessionDep
-from thinker.server.pool import Prompt, StreamEvent
+from thinker.server.pool import ContextLengthError, Prompt, StreamEvent
 from thinker.server.routes.sampling import (
+    CLIENT_CLOSED,
+    ERRORS,
+    MAX_MESSAGES,
     MAX_SAMPLES,
     MAX_STOPS,
+    MAX_TEMPERATURE,
+    MAX_TEXT_CHARS,
     MAX_TOKENS_LIMIT,
     SSE_HEADERS,
+    check_completion_tokens,
+    check_stop_lengths,
+    printable_name,
     sse,
+    unless_disconnected,
 )
 from thinker.store import Model
 
@@ -78,15 +87,18 @@ router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIRoute)
 
 class TextPart(BaseModel):
     type: Literal["text"]
-    text: str
+    text: str = Field(max_length=MAX_TEXT_CHARS)
 
 
 class ChatMessageIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart]
-    name: str | None = None  # accepted, not used
+    content: (
+        Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+        | Annotated[list[TextPart], Field(max_length=MAX_MESSAGES)]
+    )
+    name: str | None = Field(None, max_length=256)  # accepted, not used
 
     def to_message(self) -> Message:
         text = (
@@ -105,17 +117,38 @@ class ChatCompletionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(min_length=1, max_length=300)
-    messages: list[ChatMessageIn] = Field(min_length=1)
+    messages: list[ChatMessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT)
     max_completion_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT)
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    temperature: float | None = Field(None, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False)
+    top_p: float | None = Field(None, gt=0.0, le=1.0, allow_inf_nan=False)
     n: int | None = Field(None, ge=1, le=MAX_SAMPLES)
     stop: str | Annotated[list[str], Field(max_length=MAX_STOPS)] | None = None
     seed: int | None = Field(None, ge=0, lt=2**63)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    user: str | None = None  # accepted, not used
+    user: str | None = Field(None, max_length=256)  # accepted, not used
+
+    @field_validator("model")
+    @classmethod
+    def _printable_model(cls, model: str) -> str:
+        return printable_name(model)
+
+    @field_validator("stop")
+    @classmethod
+    def _short_stops(cls, stop: str | list[str] | None) -> str | list[str] | None:
+        check_stop_lengths([stop] if isinstance(stop, str) else stop or [])
+        return stop
+
+    @model_validator(mode="after")
+    def _completion_tokens(self) -> ChatCompletionCreate:
+        check_completion_tokens(self.n or 1, self.completion_tokens)
+        return self
+
+    @property
+    def completion_tokens(self) -> int:
+        """max_tokens as asked for, under either name, else the default."""
+        return self.max_completion_tokens or self.max_tokens or DEFAULT_MAX_TOKENS
 
     def stop_list(self) -> list[str]:
         strings = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
@@ -123,7 +156,7 @@ class ChatCompletionCreate(BaseModel):
 
     def params(self, prompt: Prompt) -> types.SamplingParams:
         return types.SamplingParams(
-            max_tokens=self.max_completion_tokens or self.max_tokens or DEFAULT_MAX_TOKENS,
+            max_tokens=self.completion_tokens,
             temperature=1.0 if self.temperature is None else self.temperature,
             top_p=1.0 if self.top_p is None else self.top_p,
             seed=self.seed,
@@ -142,23 +175,29 @@ async def list_openai_models(session: SessionDep) -> dict[str, Any]:
     return {"object": "list", "data": builtins + trained}
 
 
-@router.post("/chat/completions", response_model=None)
+@router.post(
+    "/chat/completions",
+    response_model=None,
+    responses={200: {"content": {"text/event-stream": {}}}, **ERRORS},  # with stream: true
+)
 async def create_chat_completion(
-    body: ChatCompletionCreate, platform: PlatformDep
-) -> dict[str, Any] | StreamingResponse:
+    body: ChatCompletionCreate, platform: PlatformDep, request: Request
+) -> dict[str, Any] | Response:
     """A chat completion in OpenAI's format; with `stream: true`, OpenAI's SSE chunks."""
     n = body.n or 1
     if body.stream and n != 1:
         raise ConfigError("streaming gives one choice: n must be 1 with stream: true")
     model = await platform.pool.get(body.model)
     messages = [m.to_message() for m in body.messages]
-    prompt = model.prompt(None, messages, body.stop_list())
+    prompt = await model.prompt(None, messages, body.stop_list(), body.completion_tokens)
     completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     if body.stream:
         events = model.stream(prompt, body.params(prompt))
         chunks = _chunks(events, body, completion_id, created, len(prompt.tokens))
         return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
-    result = await model.sample(prompt, n, body.params(prompt), False)
+    result = await unless_disconnected(request, model.sample(prompt, n, body.params(prompt), False))
+    if result is None:
+        return Response(status_code=CLIENT_CLOSED)
     choices = [
         {
             "index": i,
@@ -255,6 +294,9 @@ def _thinker_error(exc: ThinkerError) -> JSONResponse:
         (400, "invalid_request_error", None),
     )
     message = str(exc).split("\n")[0]
+    if isinstance(exc, ContextLengthError):  # as OpenAI reports a prompt over the context
+        body = _error_body(message, kind, "context_length_exceeded", exc.param)
+        return JSONResponse(body, status_code=status)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     if isinstance(exc, OverloadedError):
         headers = {"Retry-After": str(max(1, round(exc.retry_after)))}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Literal, Self
+import unicodedata
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, Literal, Self, TypeVar
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from tinker import types
@@ -16,18 +18,31 @@ from thinker.server.deps import PlatformDep
 from thinker.server.pool import LoadedModel, Prompt, Samples, StreamEvent
 
 router = APIRouter(prefix="/sample", tags=["sampling"])
+T = TypeVar("T")
 
 MAX_TOKENS_LIMIT = 8192
 MAX_SAMPLES = 16
+MAX_COMPLETION_TOKENS = 16_384  # n x max_tokens: 16 samples of 1,024 tokens, or 2 of 8,192
 MAX_STOPS = 16
+MAX_STOP_CHARS = 256  # each stop string is looked for in the text's tail at every step
+MAX_MESSAGES = 1024
+MAX_TEXT_CHARS = 1_048_576  # per prompt or message; the model's context bounds it further
+MAX_TEMPERATURE = 2.0  # OpenAI's range; 0 = greedy
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+CLIENT_CLOSED = 499  # the status logged for a request whose client left (nginx's convention)
+# The statuses the sampling routes send besides those every route documents (openapi_doc.py).
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "`model` names no model id, built-in model or job's base model"},
+    429: {"description": "This model's sampling queue is full (`sample_queue_size`)"},
+    503: {"description": "The model cannot be loaded (a damaged checkpoint, no Tinker key)"},
+}
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "user", "assistant"]
-    content: str
+    content: str = Field(max_length=MAX_TEXT_CHARS)
 
 
 class SampleCreate(BaseModel):
@@ -37,11 +52,11 @@ class SampleCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(min_length=1, max_length=300)  # a model id (mdl_...) or a base model
-    prompt: str | None = Field(None, min_length=1)
-    messages: list[ChatMessage] | None = Field(None, min_length=1)
+    prompt: str | None = Field(None, min_length=1, max_length=MAX_TEXT_CHARS)
+    messages: list[ChatMessage] | None = Field(None, min_length=1, max_length=MAX_MESSAGES)
     max_tokens: int = Field(256, ge=1, le=MAX_TOKENS_LIMIT)
-    temperature: float = Field(1.0, ge=0.0)  # 0 = greedy
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    temperature: float = Field(1.0, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False)
+    top_p: float = Field(1.0, gt=0.0, le=1.0, allow_inf_nan=False)
     top_k: int = Field(-1, ge=-1)  # -1 or 0 = no top-k cut
     seed: int | None = Field(None, ge=0, lt=2**63)  # same seed, same samples
     stop: str | list[str] | None = None  # strings that end a sample, besides EOS
@@ -55,12 +70,23 @@ class SampleCreate(BaseModel):
             raise ValueError("give exactly one of `prompt` and `messages`")
         return self
 
+    @model_validator(mode="after")
+    def _completion_tokens(self) -> Self:
+        check_completion_tokens(self.n, self.max_tokens)
+        return self
+
+    @field_validator("model")
+    @classmethod
+    def _printable_model(cls, model: str) -> str:
+        return printable_name(model)
+
     @field_validator("stop")
     @classmethod
     def _stop_strings(cls, stop: str | list[str] | None) -> str | list[str] | None:
         strings = [stop] if isinstance(stop, str) else stop or []
         if "" in strings or len(strings) > MAX_STOPS:
             raise ValueError(f"give at most {MAX_STOPS} stop strings, none of them empty")
+        check_stop_lengths(strings)
         return stop
 
     def stop_list(self) -> list[str]:
@@ -102,18 +128,23 @@ class SamplesPublic(BaseModel):
     usage: Usage
 
 
-@router.post("", response_model=SamplesPublic)
-async def create_sample(body: SampleCreate, platform: PlatformDep) -> SamplesPublic:
+@router.post("", response_model=SamplesPublic, responses=ERRORS)
+async def create_sample(
+    body: SampleCreate, platform: PlatformDep, request: Request
+) -> SamplesPublic | Response:
     """Sample `n` completions of a prompt or a conversation."""
     model, prompt = await prepare(platform, body)
-    samples = await model.sample(prompt, body.n, params_of(body, prompt), body.prompt_logprobs)
+    sampling = model.sample(prompt, body.n, params_of(body, prompt), body.prompt_logprobs)
+    samples = await unless_disconnected(request, sampling)
+    if samples is None:
+        return Response(status_code=CLIENT_CLOSED)
     return _public(body, samples)
 
 
 @router.post(
     "/stream",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: {"content": {"text/event-stream": {}}}, **ERRORS},
 )
 async def create_sample_stream(
     body: SampleStreamCreate, platform: PlatformDep
@@ -128,7 +159,54 @@ async def create_sample_stream(
 
 async def prepare(platform: PlatformDep, body: SampleCreate) -> tuple[LoadedModel, Prompt]:
     model = await platform.pool.get(body.model)
-    return model, model.prompt(body.prompt, body.message_list(), body.stop_list())
+    prompt = await model.prompt(body.prompt, body.message_list(), body.stop_list(), body.max_tokens)
+    return model, prompt
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T | None:
+    """`work`'s result, or None when the client goes away first: then `work` is cancelled,
+    and a decode stops at its next step. (A stream needs no watcher: Starlette stops it.)"""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+    return task.result() if task.done() and not task.cancelled() else None
+
+
+async def _disconnect(request: Request) -> None:
+    """Returns when the client has closed the connection. The body has been read, so the
+    server's next ASGI message is the disconnect (or comes once the response is sent)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def printable_name(name: str) -> str:
+    """A model reference without control or format characters (a NUL, a right-to-left
+    override): it is looked up in the database, and PostgreSQL refuses a NUL."""
+    bad = next((c for c in name if unicodedata.category(c) in ("Cc", "Cf")), None)
+    if bad is not None:
+        raise ValueError(
+            f"must not contain control characters (found U+{ord(bad):04X} at position "
+            f"{name.index(bad)})"
+        )
+    return name
+
+
+def check_completion_tokens(n: int, max_tokens: int) -> None:
+    if n * max_tokens > MAX_COMPLETION_TOKENS:
+        raise ValueError(
+            f"n x max_tokens is {n} x {max_tokens:,} = {n * max_tokens:,} tokens, over the "
+            f"limit of {MAX_COMPLETION_TOKENS:,} per request: ask for fewer samples or tokens"
+        )
+
+
+def check_stop_lengths(strings: list[str]) -> None:
+    if any(len(s) > MAX_STOP_CHARS for s in strings):
+        raise ValueError(f"each stop string has at most {MAX_STOP_CHARS} characters")
 
 
 def params_of(body: SampleCreate, prompt: Prompt) -> types.SamplingParams:
