@@ -71,3 +71,8 @@ class StorageError(ThinkerError, OSError):
 class DamagedError(BackendError):
     """Stored files (a checkpoint, an adapter, a dataset file) are missing or fail their
     checksum: they cannot be served as they are."""
+
+
+class DivergedError(ConfigError):
+    """A training run's loss, gradient or weights stopped being finite: the settings (most
+    often the learning rate) must change, so retrying as is cannot help."""

@@ -8,12 +8,16 @@ directly; they call a `MetricsLogger`, which the server can replace or extend.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Protocol
+
+from thinker.errors import StorageError
 
 METRICS_FILE = "metrics.jsonl"
 REWIND_KEY = "rewind_to"  # a metrics.jsonl row marking a resume: later attempts supersede
@@ -107,3 +111,66 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def _fmt(value: float) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+# How libraries that do not raise OSError(ENOSPC) say the disk is full: safetensors (Rust's
+# StorageFull), SQLite, PostgreSQL. torch's zip writer says only "unexpected pos": callers
+# that write through it also check the free space (`nearly_full`).
+_FULL_WORDS = ("no space left on device", "storagefull", "disk is full", "diskfullerror")
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether `error`, or an error it was raised from, says the disk (or quota) is full."""
+    chain: list[BaseException] = []
+    seen: BaseException | None = error
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return any(
+        (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
+        or any(words in f"{type(e).__name__} {e}".lower() for words in _FULL_WORDS)
+        for e in chain
+    )
+
+
+def nearly_full(directory: Path) -> bool:
+    """Less than 1 MiB free on `directory`'s file system (a write there just ran out)."""
+    try:
+        return shutil.disk_usage(_existing(directory)).free < NEARLY_FULL_BYTES
+    except OSError:
+        return False
+
+
+def storage_error(error: BaseException, doing: str, directory: Path) -> StorageError:
+    """The StorageError of a write that failed while `doing` in `directory`: "no space left
+    on device while <doing> (<free> free on <directory>)", or what else stopped it."""
+    if is_disk_full(error) or nearly_full(directory):
+        return no_space_left(doing, directory)
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return StorageError(f"could not write to {directory} while {doing}: {reason}")
+
+
+def no_space_left(doing: str, directory: Path) -> StorageError:
+    return StorageError(
+        f"no space left on device while {doing} ({_free(directory)} free on {directory})"
+    )
+
+
+def _free(directory: Path) -> str:
+    try:
+        size, unit = float(shutil.disk_usage(_existing(directory)).free), "bytes"
+    except OSError:
+        return "unknown space"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+
+
+def _existing(directory: Path) -> Path:
+    """`directory`, or its nearest ancestor that exists (the one a failed mkdir left)."""
+    while not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    return directory

@@ -311,3 +311,27 @@ def test_missing_files_are_404_not_500(
         client.post(f"/api/models/{models[0]}/export"),
     ):
         assert response.status_code == 404 and "gone" in response.json()["detail"]
+
+
+def test_damaged_adapter_files_are_503_never_served(
+    client: TestClient, settings: Settings, models: list[str]
+) -> None:
+    """Bytes overwritten on disk: the download and the export refuse it by name (the
+    checkpoint's SHA256SUMS), where a corrupt file used to be served with 200."""
+    step2, step3, _ = models
+    flipped = _sampler_dir(settings, client, step2) / "adapter_model.safetensors"
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    flipped.write_bytes(bytes(data))
+    truncated = _sampler_dir(settings, client, step3) / "adapter_config.json"
+    truncated.write_bytes(truncated.read_bytes()[:10])
+    for model_id, name in ((step2, "adapter_model.safetensors"), (step3, "adapter_config.json")):
+        for response in (
+            client.get(f"/api/models/{model_id}/adapter"),
+            client.post(f"/api/models/{model_id}/export"),
+        ):
+            assert response.status_code == 503, response.text
+            assert f"{name} does not match its checksum" in response.json()["detail"]
+    assert not (settings.data_dir / "exports").exists() or not list(
+        (settings.data_dir / "exports").iterdir()
+    )

@@ -147,6 +147,41 @@ def test_all_problems_are_reported_at_once(project: Path) -> None:
     assert len(problems) == 7
 
 
+def test_every_number_is_finite_of_its_type_and_in_range(project: Path) -> None:
+    """What a job request cannot send (server/limits.py refuses it first), a YAML file can:
+    `.inf`, `.nan`, integers beyond 64 bits, `true` for a number."""
+    path = project / "configs" / "pipe.yaml"
+    path.write_text(
+        "name: demo\n"
+        "training:\n"
+        "  dataset: ../data/train.jsonl\n"
+        "  learning_rate: .inf\n"
+        "  eps: .nan\n"
+        f"  seed: {2**70}\n"
+        "  lora_rank: 1000000000\n"
+        "  max_steps: true\n"
+        "  grad_clip_norm: -1\n"
+        "  warmup_steps: 1000000000000000000000000000000\n"
+        "  weight_decay: true\n"
+        "evaluation: {temperature: .inf, max_tokens: 1.5}\n"
+    )
+    assert sorted(problems_of(path)) == [
+        "evaluation.max_tokens: Input should be a valid integer",
+        "evaluation.temperature: Input should be a finite number",
+        "training.eps: Input should be a finite number",
+        "training.grad_clip_norm: Input should be greater than or equal to 0",
+        "training.learning_rate: Input should be a finite number",
+        "training.lora_rank: Input should be less than or equal to 1024",
+        "training.max_steps: Input should be an integer, not true or false",
+        f"training.seed: Input should be less than or equal to {2**63 - 1}",
+        "training.warmup_steps: Input should be less than or equal to 10000000",
+        "training.weight_decay: Input should be a number, not true or false",
+    ]
+    # PyYAML reads 1e-4 (no dot) as a string: still a number here, as it always was
+    path.write_text("name: demo\ntraining: {dataset: ../data/train.jsonl, learning_rate: 1e-4}\n")
+    assert load_pipeline_config(path).final.learning_rate == 1e-4
+
+
 def test_the_error_message_lists_every_problem(project: Path) -> None:
     path = write(project, minimal(learning_rate=-1, batch_size=0))
     with pytest.raises(ConfigError) as info:

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from tinker import types
 
 from thinker.engine import ServiceClient
+from thinker.errors import DivergedError
 from thinker.runs import CHECKPOINTS_FILE, MetricsLogger, RunLogger, append_jsonl, read_jsonl
 
 if TYPE_CHECKING:
@@ -245,6 +246,52 @@ def adam_params(config: LoopConfig, step: int, total_steps: int) -> types.AdamPa
         weight_decay=config.weight_decay,
         grad_clip_norm=config.grad_clip_norm,
     )
+
+
+def optimizer_metrics(output: types.OptimStepResponse) -> dict[str, float]:
+    """An optimizer step's grad_norm (before clipping) and param_norm (the adapter's norm
+    after the step), where the backend reports them (the local engine does)."""
+    return {k: float(v) for k, v in (output.metrics or {}).items() if k in _OPTIMIZER_METRICS}
+
+
+_OPTIMIZER_METRICS = ("grad_norm", "param_norm")
+
+
+def stop_if_diverged(
+    metrics: dict[str, float], step: int, loss_key: str, config: LoopConfig
+) -> None:
+    """Stop a run whose loss or gradient norm at `step` is NaN or infinite: every later step
+    would train on NaN weights (and a NaN run must never end "succeeded").
+
+    Raises:
+        DivergedError: What became what at which step, the likely cause and what to change.
+    """
+    checked = (
+        (loss_key, "the loss"),
+        ("grad_norm", "the gradient norm"),
+        ("param_norm", "the adapter's weights"),
+    )
+    for key, what in checked:
+        value = metrics.get(key)
+        if value is None or math.isfinite(value):
+            continue
+        shown = "NaN" if math.isnan(value) else "infinite"
+        raise DivergedError(f"{what} ({key}) became {shown} at step {step}: {_causes(config)}")
+
+
+def _causes(config: LoopConfig) -> str:
+    """The settings that likely made a run diverge, and what to change."""
+    causes = (
+        f"the learning rate {config.learning_rate:g} is likely too high for this model; lower it"
+    )
+    if config.grad_clip_norm == 0:
+        causes += ", and turn gradient clipping on (grad_clip_norm 1.0; 0 is off)"
+    if config.beta2 < 0.9 or config.eps < 1e-12:
+        causes += (
+            f"; Adam's beta2 {config.beta2:g} and eps {config.eps:g} let one step grow without "
+            "bound (the defaults are 0.95 and 1e-8)"
+        )
+    return causes
 
 
 def is_due(done: int, every: int, total: int) -> bool:

@@ -5,7 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field, StrictInt
+
+from thinker.algorithms.bounds import (
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_LORA_RANK,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_TOKENS,
+    STRICT_NUMBERS,
+    Number,
+)
 
 
 class DPOConfig(BaseModel):
@@ -15,7 +26,7 @@ class DPOConfig(BaseModel):
     or the weights of `init_from` (typically an SL run's final `state_path`).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_NUMBERS  # extra keys refused, and NaN or infinities (see bounds.py)
 
     base_model: str = "thinker/tiny"  # hub id, local directory, or a built-in thinker/... model
     backend: Literal["local", "tinker"] = "local"
@@ -25,25 +36,25 @@ class DPOConfig(BaseModel):
     # the base model without init_from, else the starting weights, saved for sampling
     dataset: Path  # JSONL: {"prompt" | "messages", "chosen", "rejected"} per line
     eval_dataset: Path | None = None  # None = hold out `eval_fraction` of `dataset`
-    eval_fraction: float = Field(0.1, ge=0.0, lt=1.0)
+    eval_fraction: Number = Field(0.1, ge=0.0, lt=1.0)
     renderer: str | None = None  # None = the base model's default renderer
-    max_length: int = Field(1024, gt=1)  # tokens of prompt + completion; longer are truncated
-    lora_rank: int = Field(32, gt=0)
-    beta: float = Field(0.1, gt=0)  # DPO's beta: strength of the pull toward the reference
-    batch_size: int = Field(16, gt=0)  # preference pairs per optimizer step
-    micro_batch_size: int | None = Field(None, gt=0)  # pairs per forward_backward pass;
+    max_length: StrictInt = Field(1024, gt=1, le=MAX_TOKENS)  # tokens of prompt + completion
+    lora_rank: StrictInt = Field(32, gt=0, le=MAX_LORA_RANK)
+    beta: Number = Field(0.1, gt=0, le=100)  # DPO's beta: strength of the pull to the reference
+    batch_size: StrictInt = Field(16, gt=0, le=MAX_BATCH)  # preference pairs per optimizer step
+    micro_batch_size: StrictInt | None = Field(None, gt=0, le=MAX_BATCH)  # pairs per pass;
     # None = as many as fit in free memory (a step accumulates ceil(batch / micro) passes)
-    num_epochs: int = Field(1, gt=0)
-    max_steps: int | None = Field(None, gt=0)  # None = num_epochs over the data
-    learning_rate: float = Field(1e-5, gt=0)  # the cookbook's DPO default; well below SL's
+    num_epochs: StrictInt = Field(1, gt=0, le=MAX_EPOCHS)
+    max_steps: StrictInt | None = Field(None, gt=0, le=MAX_STEPS)  # None = num_epochs of data
+    learning_rate: Number = Field(1e-5, gt=0, le=1)  # the cookbook's DPO default; below SL's
     lr_schedule: Literal["linear", "cosine", "constant"] = "linear"  # decay to 0 at the last step
-    warmup_steps: int = Field(0, ge=0)
-    beta1: float = 0.9  # Adam's, not DPO's
-    beta2: float = 0.95
-    eps: float = 1e-8
-    weight_decay: float = 0.0
-    grad_clip_norm: float = 1.0  # global-norm clipping; 0 = none
-    eval_every: int = Field(10, ge=0)  # steps between held-out evaluations; 0 = only at the end
-    save_every: int = Field(20, ge=0)  # steps between checkpoints; 0 = only at the end
-    seed: int = 0
+    warmup_steps: StrictInt = Field(0, ge=0, le=MAX_STEPS)
+    beta1: Number = Field(0.9, ge=0, lt=1)  # Adam's, not DPO's
+    beta2: Number = Field(0.95, ge=0, lt=1)
+    eps: Number = Field(1e-8, gt=0, le=1)
+    weight_decay: Number = Field(0.0, ge=0, le=1)
+    grad_clip_norm: Number = Field(1.0, ge=0)  # global-norm clipping; 0 = none
+    eval_every: StrictInt = Field(10, ge=0, le=MAX_STEPS)  # steps between evaluations; 0 = at end
+    save_every: StrictInt = Field(20, ge=0, le=MAX_STEPS)  # steps between checkpoints; 0 = at end
+    seed: StrictInt = Field(0, ge=0, le=MAX_SEED)
     log_path: Path = Path("runs/dpo")  # the run directory

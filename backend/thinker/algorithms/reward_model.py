@@ -53,11 +53,13 @@ from thinker.algorithms.common import (
     adam_params,
     is_due,
     log_plan,
+    optimizer_metrics,
     pair_tokens,
     plan_batch,
     prepare_run,
     save_checkpoint,
     start_or_resume,
+    stop_if_diverged,
 )
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.data import split_train_eval
@@ -334,22 +336,22 @@ async def train_reward_model(
         ]
         opt = client.optim_step(adam)
         if pending is not None:
-            metrics = await _finish_step(pending, logger)
+            metrics = await _finish_step(pending, logger, config)
         pending = (step, len(batch), fbs, opt, adam.learning_rate, time.monotonic())
         done = step + 1
         if is_due(done, config.eval_every, total_steps):
             evals = await _evaluate(client, renderer, eval_pairs, config)
-            metrics = await _finish_step(pending, logger, evals)
+            metrics = await _finish_step(pending, logger, config, evals)
             pending = None
         if is_due(done, config.save_every, total_steps):
             if pending is not None:
-                metrics = await _finish_step(pending, logger)
+                metrics = await _finish_step(pending, logger, config)
                 pending = None
             result = await save_checkpoint(
                 client, run_dir, done, logger, micro_batch_size=plan.micro_batch_size
             )
     if pending is not None:
-        metrics = await _finish_step(pending, logger)
+        metrics = await _finish_step(pending, logger, config)
     result.steps = total_steps
     result.final_metrics = metrics
     return result
@@ -391,7 +393,10 @@ def _batch(
 
 
 async def _finish_step(
-    pending: _Pending, logger: MetricsLogger, evals: dict[str, float] | None = None
+    pending: _Pending,
+    logger: MetricsLogger,
+    config: RewardModelConfig,
+    evals: dict[str, float] | None = None,
 ) -> dict[str, float]:
     step, num_pairs, fbs, opt, lr, started = pending
     loss_sum = sum([(await fb).metrics["loss:sum"] for fb in fbs])
@@ -402,10 +407,10 @@ async def _finish_step(
         "num_pairs": float(num_pairs),
         "step_time_s": time.monotonic() - started,
     }
-    if opt_out.metrics and "grad_norm" in opt_out.metrics:
-        metrics["grad_norm"] = opt_out.metrics["grad_norm"]
+    metrics |= optimizer_metrics(opt_out)
     metrics |= evals or {}
     logger.log_metrics(metrics, step=step + 1)
+    stop_if_diverged(metrics, step + 1, "rm_train_nll", config)
     return metrics
 
 

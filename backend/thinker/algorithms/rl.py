@@ -34,9 +34,11 @@ from thinker.algorithms.common import (
     RunResult,
     adam_params,
     is_due,
+    optimizer_metrics,
     prepare_run,
     save_checkpoint,
     start_or_resume,
+    stop_if_diverged,
 )
 from thinker.algorithms.rl_config import RLConfig
 from thinker.data import split_train_eval
@@ -119,6 +121,7 @@ async def main(
                 client, renderer, held_out, reward_fn, config
             )
         logger.log_metrics(metrics, step=done)
+        stop_if_diverged(metrics, done, "loss", config)
         if is_due(done, config.save_every, config.max_steps):
             result = await save_checkpoint(client, run_dir, done, logger)
     result.steps = config.max_steps
@@ -252,13 +255,14 @@ async def _train(
         fb = client.forward_backward(part, config.loss_fn, config.loss_fn_config or None)
         submitted.append((fb, client.optim_step(adam), adam.learning_rate))
     losses, norms, gaps = [], [], []
+    optimizer: dict[str, float] = {}
     for (fb, opt, _), part in zip(submitted, parts, strict=True):
         out = await fb
         losses.append(out.metrics["loss:sum"])
         gaps += _sampler_learner_gaps(part, out)
-        opt_out = await opt
-        if opt_out.metrics and "grad_norm" in opt_out.metrics:
-            norms.append(opt_out.metrics["grad_norm"])
+        optimizer = optimizer_metrics(await opt)
+        if "grad_norm" in optimizer:
+            norms.append(optimizer["grad_norm"])
     metrics = {
         "loss": sum(losses) / len(datums),
         "num_datums": float(len(datums)),
@@ -269,6 +273,8 @@ async def _train(
     }
     if norms:
         metrics["grad_norm"] = statistics.fmean(norms)
+    if "param_norm" in optimizer:  # after the last substep
+        metrics["param_norm"] = optimizer["param_norm"]
     return metrics
 
 

@@ -5,29 +5,44 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, StrictInt, model_validator
 
+from thinker.algorithms.bounds import (
+    MAX_BATCH,
+    MAX_GROUP,
+    MAX_LORA_RANK,
+    MAX_SANDBOX_MB,
+    MAX_SANDBOX_S,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    STRICT_NUMBERS,
+    Number,
+)
 from thinker.engine.losses import CONFIG_KEYS
 
 
 class RewardConfig(BaseModel):
     """Which reward scores the completions (see thinker.rewards.build_reward)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_NUMBERS
 
     type: Literal["exact_match", "regex", "code", "python", "reward_model"] = "exact_match"
-    format_weight: float = 0.1  # exact_match: reward -= format_weight if the answer is unparseable
+    format_weight: Number = Field(0.1, ge=0, le=1)  # exact_match: reward -= format_weight if
+    # the answer is unparseable
     pattern: str | None = None  # regex: the pattern a good completion matches
     function: str | None = None  # python: "module:function", run sandboxed like code
-    timeout_s: float = 10.0  # code / python: wall-clock limit per completion
-    cpu_s: float = 5.0  # code / python: CPU-time limit
-    memory_mb: int = 512  # code / python: address-space limit
+    timeout_s: Number = Field(10.0, gt=0, le=MAX_SANDBOX_S)  # code / python: wall clock per
+    # completion
+    cpu_s: Number = Field(5.0, gt=0, le=MAX_SANDBOX_S)  # code / python: CPU-time limit
+    memory_mb: StrictInt = Field(512, gt=0, le=MAX_SANDBOX_MB)  # code / python: address space
 
 
 class RLConfig(BaseModel):
     """Everything one RL run needs. Paths are absolute once a pipeline config resolved them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_NUMBERS  # extra keys refused, and NaN or infinities (see bounds.py)
 
     base_model: str = "thinker/tiny"
     backend: Literal["local", "tinker"] = "local"
@@ -35,31 +50,32 @@ class RLConfig(BaseModel):
     init_from: str | None = None  # a state path to start from (e.g. the SL warm start)
     dataset: Path  # JSONL of problems: {"prompt" | "messages", "answer"?, "tests"?}
     eval_dataset: Path | None = None  # None = hold out `eval_fraction` of `dataset`
-    eval_fraction: float = Field(0.1, ge=0.0, lt=1.0)
+    eval_fraction: Number = Field(0.1, ge=0.0, lt=1.0)
     renderer: str | None = None  # None = the base model's default renderer
     reward: RewardConfig = Field(default_factory=RewardConfig)
-    lora_rank: int = Field(32, gt=0)
-    group_size: int = Field(8, ge=2)  # completions per prompt
-    groups_per_batch: int = Field(8, gt=0)  # prompts per step
-    max_tokens: int = Field(32, gt=0)  # per completion
-    temperature: float = Field(1.0, gt=0)
+    lora_rank: StrictInt = Field(32, gt=0, le=MAX_LORA_RANK)
+    group_size: StrictInt = Field(8, ge=2, le=MAX_GROUP)  # completions per prompt
+    groups_per_batch: StrictInt = Field(8, gt=0, le=MAX_BATCH)  # prompts per step
+    max_tokens: StrictInt = Field(32, gt=0, le=MAX_TOKENS)  # per completion
+    temperature: Number = Field(1.0, gt=0, le=MAX_TEMPERATURE)
     loss_fn: Literal["importance_sampling", "ppo", "cispo", "dro"] = "importance_sampling"
-    loss_fn_config: dict[str, float] = Field(default_factory=dict)  # e.g. clip thresholds, beta
+    loss_fn_config: dict[str, Number] = Field(default_factory=dict)  # e.g. clip thresholds, beta
     drop_constant_groups: bool = True  # groups whose rewards are all equal carry no signal
-    kl_coef: float = Field(0.0, ge=0)  # penalty on the sampled KL to the base model; 0 = off
-    num_substeps: int = Field(1, gt=0)  # optimizer steps per batch of rollouts
-    max_steps: int = Field(20, gt=0)
-    learning_rate: float = Field(1e-4, gt=0)
+    kl_coef: Number = Field(0.0, ge=0, le=100)  # penalty on the sampled KL to the base; 0 = off
+    num_substeps: StrictInt = Field(1, gt=0, le=100)  # optimizer steps per batch of rollouts
+    max_steps: StrictInt = Field(20, gt=0, le=MAX_STEPS)
+    learning_rate: Number = Field(1e-4, gt=0, le=1)
     lr_schedule: Literal["linear", "cosine", "constant"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
-    weight_decay: float = 0.0
-    grad_clip_norm: float = 1.0  # 0 = no clipping
-    eval_every: int = Field(5, ge=0)  # steps between held-out reward evaluations; 0 = at the end
-    save_every: int = Field(10, ge=0)  # steps between checkpoints; 0 = only at the end
-    seed: int = 0
+    warmup_steps: StrictInt = Field(0, ge=0, le=MAX_STEPS)
+    beta1: Number = Field(0.9, ge=0, lt=1)
+    beta2: Number = Field(0.95, ge=0, lt=1)
+    eps: Number = Field(1e-8, gt=0, le=1)
+    weight_decay: Number = Field(0.0, ge=0, le=1)
+    grad_clip_norm: Number = Field(1.0, ge=0)  # 0 = no clipping
+    eval_every: StrictInt = Field(5, ge=0, le=MAX_STEPS)  # steps between held-out reward evals;
+    # 0 = at the end
+    save_every: StrictInt = Field(10, ge=0, le=MAX_STEPS)  # steps between checkpoints; 0 = at end
+    seed: StrictInt = Field(0, ge=0, le=MAX_SEED)
     log_path: Path = Path("runs/rl")  # the run directory
 
     @model_validator(mode="after")

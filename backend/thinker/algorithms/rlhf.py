@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, StrictInt, model_validator
 from tinker import types
 
 from thinker.algorithms import rl, sl
+from thinker.algorithms.bounds import MAX_LORA_RANK, MAX_SEED, STRICT_NUMBERS
 from thinker.algorithms.common import RunResult, make_service
 from thinker.algorithms.reward_model import JudgeReward, train_reward_model
 from thinker.algorithms.reward_model_config import RewardModelConfig
@@ -64,14 +65,14 @@ class RLHFConfig(BaseModel):
     SL stage's final state and its reward the judge, both set by the pipeline.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_NUMBERS
 
     base_model: str = "thinker/tiny"  # hub id, local directory, or a built-in thinker/... model
     backend: Literal["local", "tinker"] = "local"
     quantization: Literal["4bit"] | None = None  # local + CUDA only: QLoRA through bitsandbytes
     renderer: str | None = None  # None = the base model's default renderer (policy and judge)
-    lora_rank: int = Field(32, gt=0)  # of every stage's adapter
-    seed: int = 0
+    lora_rank: StrictInt = Field(32, gt=0, le=MAX_LORA_RANK)  # of every stage's adapter
+    seed: StrictInt = Field(0, ge=0, le=MAX_SEED)
     log_path: Path = Path("runs/rlhf")  # the run directory; stages write to <log_path>/<stage>
     sl: SLConfig  # stage 1: demonstrations (chat JSONL) and SL settings
     rm: RewardModelConfig  # stage 2: preference pairs and the judge's SL settings

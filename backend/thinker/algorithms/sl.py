@@ -27,10 +27,12 @@ from thinker.algorithms.common import (
     is_due,
     log_plan,
     lr_multiplier,
+    optimizer_metrics,
     plan_batch,
     prepare_run,
     save_checkpoint,
     start_or_resume,
+    stop_if_diverged,
     weighted_sum,
 )
 from thinker.algorithms.sl_config import SLConfig
@@ -77,22 +79,22 @@ async def main(
         fbs = [client.forward_backward(part, "cross_entropy") for part in plan.passes(batch)]
         opt = client.optim_step(adam)
         if pending is not None:
-            metrics = await _finish_step(pending, logger)
+            metrics = await _finish_step(pending, logger, config)
         pending = (step, batch, fbs, opt, adam.learning_rate, time.monotonic())
         done = step + 1
         if is_due(done, config.eval_every, total_steps):
             eval_nll = await _eval_nll(client, eval_data, plan.micro_batch_size)
-            metrics = await _finish_step(pending, logger, eval_nll=eval_nll)
+            metrics = await _finish_step(pending, logger, config, eval_nll=eval_nll)
             pending = None
         if is_due(done, config.save_every, total_steps):
             if pending is not None:
-                metrics = await _finish_step(pending, logger)
+                metrics = await _finish_step(pending, logger, config)
                 pending = None
             result = await save_checkpoint(
                 client, run_dir, done, logger, micro_batch_size=plan.micro_batch_size
             )
     if pending is not None:
-        metrics = await _finish_step(pending, logger)
+        metrics = await _finish_step(pending, logger, config)
     result.steps = total_steps
     result.final_metrics = metrics
     return result
@@ -130,6 +132,7 @@ def _trained_tokens(batch: list[types.Datum]) -> float:
 async def _finish_step(
     pending: _Pending,
     logger: MetricsLogger,
+    config: SLConfig,
     eval_nll: float | None = None,
 ) -> dict[str, float]:
     step, batch, fbs, opt, lr, started = pending
@@ -143,11 +146,11 @@ async def _finish_step(
         "num_sequences": float(len(batch)),
         "step_time_s": time.monotonic() - started,
     }
-    if opt_out.metrics and "grad_norm" in opt_out.metrics:
-        metrics["grad_norm"] = opt_out.metrics["grad_norm"]
+    metrics |= optimizer_metrics(opt_out)
     if eval_nll is not None:
         metrics["eval_mean_nll"] = eval_nll
     logger.log_metrics(metrics, step=step + 1)
+    stop_if_diverged(metrics, step + 1, "train_mean_nll", config)
     return metrics
 
 

@@ -5,15 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field, StrictInt
 
+from thinker.algorithms.bounds import (
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_LORA_RANK,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_TOKENS,
+    STRICT_NUMBERS,
+    Number,
+)
 from thinker.renderers import TrainOnWhat
 
 
 class SLConfig(BaseModel):
     """Everything one SL run needs. Paths are absolute once a pipeline config has resolved them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_NUMBERS  # extra keys refused, and NaN or infinities (see bounds.py)
 
     base_model: str = "thinker/tiny"  # hub id, local directory, or a built-in thinker/... model
     backend: Literal["local", "tinker"] = "local"
@@ -21,26 +31,27 @@ class SLConfig(BaseModel):
     init_from: str | None = None  # a state path (thinker://.../weights/...) to start from
     dataset: Path  # JSONL: {"messages": [...]} or {"prompt": ..., "completion": ...} per line
     eval_dataset: Path | None = None  # None = hold out `eval_fraction` of `dataset`
-    eval_fraction: float = Field(0.1, ge=0.0, lt=1.0)
+    eval_fraction: Number = Field(0.1, ge=0.0, lt=1.0)
     renderer: str | None = None  # None = the base model's default renderer
     train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE
-    max_length: int = Field(1024, gt=1)  # tokens; longer examples are truncated
-    lora_rank: int = Field(32, gt=0)
-    batch_size: int = Field(16, gt=0)  # examples per optimizer step
-    micro_batch_size: int | None = Field(None, gt=0)  # examples per forward_backward pass;
+    max_length: StrictInt = Field(1024, gt=1, le=MAX_TOKENS)  # tokens; longer are truncated
+    lora_rank: StrictInt = Field(32, gt=0, le=MAX_LORA_RANK)
+    batch_size: StrictInt = Field(16, gt=0, le=MAX_BATCH)  # examples per optimizer step
+    micro_batch_size: StrictInt | None = Field(None, gt=0, le=MAX_BATCH)  # examples per pass;
     # None = as many as fit in free memory (a step accumulates ceil(batch / micro) passes)
-    num_epochs: int = Field(1, gt=0)
-    max_steps: int | None = Field(None, gt=0)  # None = num_epochs over the data
-    learning_rate: float = Field(1e-4, gt=0)
+    num_epochs: StrictInt = Field(1, gt=0, le=MAX_EPOCHS)
+    max_steps: StrictInt | None = Field(None, gt=0, le=MAX_STEPS)  # None = num_epochs over the data
+    learning_rate: Number = Field(1e-4, gt=0, le=1)
     lr_schedule: Literal["linear", "cosine", "constant"] = "linear"  # decay to 0 at the last step
-    warmup_steps: int = Field(0, ge=0)
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
-    weight_decay: float = 0.0
-    grad_clip_norm: float = 1.0  # global-norm clipping; 0 = none. The loss is a token sum,
-    # so unclipped norms run in the hundreds: the shipped examples only learn with clipping.
-    eval_every: int = Field(10, ge=0)  # steps between held-out NLL evaluations; 0 = only at the end
-    save_every: int = Field(20, ge=0)  # steps between checkpoints; 0 = only at the end
-    seed: int = 0
+    warmup_steps: StrictInt = Field(0, ge=0, le=MAX_STEPS)
+    beta1: Number = Field(0.9, ge=0, lt=1)
+    beta2: Number = Field(0.95, ge=0, lt=1)
+    eps: Number = Field(1e-8, gt=0, le=1)
+    weight_decay: Number = Field(0.0, ge=0, le=1)
+    grad_clip_norm: Number = Field(1.0, ge=0)  # global-norm clipping; 0 = none. The loss is a
+    # token sum, so unclipped norms run in the hundreds: the shipped examples only learn clipped.
+    eval_every: StrictInt = Field(10, ge=0, le=MAX_STEPS)  # steps between held-out NLL evals;
+    # 0 = only at the end
+    save_every: StrictInt = Field(20, ge=0, le=MAX_STEPS)  # steps between checkpoints; 0 = at end
+    seed: StrictInt = Field(0, ge=0, le=MAX_SEED)
     log_path: Path = Path("runs/sl")  # the run directory

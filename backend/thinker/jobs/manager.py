@@ -6,7 +6,9 @@ One asyncio task does everything, once per `poll_interval_s` (sooner when woken)
    to Socket.IO, under the hub's per-job lock (see server/events.py); record heartbeats.
 2. **Reap**: a starting or running job whose worker is gone (exited, killed, or lost in a
    server restart) and that wrote no final state becomes interrupted (or cancelled / paused,
-   if that was asked): resumable from its last checkpoint.
+   if that was asked): resumable from its last checkpoint. A worker whose heartbeat is older
+   than `heartbeat_timeout_s` is reported stale (a `heartbeat` event); older than
+   `heartbeat_kill_s` (stopped, or hung) it is killed and reaped the same way.
 3. **Schedule**: start queued jobs, highest priority first then oldest, while resources
    last: one job per GPU, `max_cpu_jobs` local jobs without a GPU, `max_remote_jobs` Tinker
    jobs. Each class is FIFO: a job that cannot start holds back the later ones of its class.
@@ -14,7 +16,9 @@ One asyncio task does everything, once per `poll_interval_s` (sooner when woken)
 Every state change is a compare-and-set (`UPDATE ... WHERE state IN (...)`), so two actors
 (a cancel request, the worker finishing) can never both win. Workers run in their own
 session: a server that dies leaves them running, and the next server's first watch
-reattaches to them (or, when they are gone, marks their jobs interrupted).
+reattaches to them (or, when they are gone, marks their jobs interrupted). A job the manager
+cannot handle (an event the database refuses, a launch that raises) fails with the reason,
+and the tick goes on with the other jobs.
 """
 
 from __future__ import annotations
@@ -24,17 +28,18 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from thinker.errors import ConfigError, ConflictError, NotFoundError
 from thinker.jobs.events import (
@@ -44,9 +49,17 @@ from thinker.jobs.events import (
     append_event,
 )
 from thinker.jobs.procs import is_alive, start_time
-from thinker.jobs.spec import DatasetRef, build_spec
-from thinker.jobs.start import StartPoint, batch_problems, proposal_for, resolve_start
+from thinker.jobs.spec import DatasetRef, build_spec, config_problems
+from thinker.jobs.start import (
+    StartPoint,
+    check_dataset_files,
+    fit_problems,
+    proposal_for,
+    resolve_start,
+)
 from thinker.jobs.worker import CONTROL_FILE, HEARTBEAT_FILE, JOB_FILE, LOG_FILE, log_tail
+from thinker.pipeline.metadata import write_json_atomically
+from thinker.runs import is_disk_full, storage_error
 from thinker.store import Dataset, Job, Model, new_id, now
 
 if TYPE_CHECKING:
@@ -65,6 +78,28 @@ _FROM: dict[str, tuple[str, ...]] = {
     "interrupted": ACTIVE_STATES,
 }
 RESUMABLE = ("paused", "interrupted", "failed")
+# What a worker gets of the server's environment: all but credentials, named as such or a
+# URL with a password in it, and the database's address (a worker reads and writes only its
+# run directory). What a job needs is kept: the Hugging Face token and the proxies, to
+# download a gated base model or tokenizer; the Tinker key is added for a Tinker job.
+_CREDENTIAL = re.compile(
+    r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)|DATABASE|^PG", re.I
+)
+_URL_WITH_PASSWORD = re.compile(r"://[^/@\s:]*:[^/@\s]*@")
+_WORKER_NEEDS = {
+    name
+    for base in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+    for name in (base, base.lower())
+}
+
+
+def heartbeat_age(job: Job) -> float | None:
+    """Seconds since a starting or running job's worker last touched its heartbeat (since it
+    was started, before its first); None for a job in any other state."""
+    last = job.heartbeat_at or job.started_at
+    if job.state not in ACTIVE_STATES or last is None:
+        return None
+    return max(0.0, now() - last)
 
 
 class JobManager:
@@ -75,6 +110,7 @@ class JobManager:
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._tails: dict[str, EventTail] = {}
         self._dirty: set[str] = set()  # jobs whose events.jsonl the server itself appended to
+        self._stale: set[str] = set()  # jobs reported stale (a `heartbeat` event said so)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -152,7 +188,7 @@ class JobManager:
             config,
             lookup,
             server_set=start.overrides(algorithm),
-            problems=batch_problems(algorithm, proposal, config),
+            problems=fit_problems(algorithm, proposal, config, start.facts),
         )
         job_id = new_id("job")
         job = Job(
@@ -169,8 +205,6 @@ class JobManager:
             resource=self._resource(backend),
             idempotency_key=idempotency_key,
         )
-        run_dir = self.run_dir(job_id)
-        run_dir.mkdir(parents=True)
         datasets = {k: {"id": r.id, "path": str(r.path)} for k, r in spec.datasets.items()}
         record = {
             "job_id": job_id,
@@ -181,7 +215,8 @@ class JobManager:
         }
         if start.parent is not None:
             record["start"] = {"model_id": start.parent.id, "sampler_path": start.sampler_path}
-        (run_dir / JOB_FILE).write_text(json.dumps(record, indent=2))
+        run_dir = self.run_dir(job_id)
+        await asyncio.to_thread(self._make_run_dir, run_dir, record)
         try:
             async with self.platform.sessions() as session:
                 session.add(job)
@@ -192,8 +227,49 @@ class JobManager:
             if existing is None:
                 raise
             return existing, False
-        self._append(job_id, "state", {"state": "queued"})
+        except BaseException as e:
+            shutil.rmtree(run_dir, ignore_errors=True)  # no run directory without its job
+            if isinstance(e, DBAPIError) and is_disk_full(e):
+                raise storage_error(e, "storing the job", self.settings.data_dir) from e
+            raise
+        self._dirty.add(job_id)  # its `queued` event, published at the next tick
+        self.wake()
         return job, True
+
+    def _make_run_dir(self, run_dir: Path, record: dict[str, Any]) -> None:
+        """The new job's run directory: job.json (written whole, or not at all) and its first
+        event. On a failure (a full disk) nothing of it is left.
+
+        Raises:
+            StorageError: The disk is full or not writable.
+        """
+        try:
+            run_dir.mkdir(parents=True)
+            write_json_atomically(run_dir / JOB_FILE, record)
+            append_event(run_dir, "state", {"state": "queued"})
+        except OSError as e:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise storage_error(e, "creating the job's run directory", run_dir.parent) from e
+
+    async def proposal(
+        self,
+        algorithm: str,
+        backend: str,
+        base_model: str,
+        dataset_id: str | None,
+        config: dict[str, Any],
+    ) -> tuple[StartPoint, Proposal]:
+        """The proposal for a job request whose own settings are valid (its datasets may not
+        all be chosen yet).
+
+        Raises:
+            ConfigError: Every problem of the request's settings.
+        """
+        problems = config_problems(algorithm, backend, base_model, config)
+        if problems:
+            raise ConfigError("invalid job settings", problems)
+        start, proposal, _ = await self.propose(algorithm, backend, base_model, dataset_id, config)
+        return start, proposal
 
     async def propose(
         self,
@@ -212,6 +288,7 @@ class JobManager:
                 "continue a library model with sl, dpo or rl"
             )
         lookup = await self._refs()
+        check_dataset_files(algorithm, dataset_id, config, lookup)
         return start, proposal_for(algorithm, start, dataset_id, config, lookup), lookup
 
     async def _default_name(self, algorithm: str, dataset_id: str | None) -> str:
@@ -372,9 +449,40 @@ class JobManager:
             ).all()
         self._dirty.difference_update(j.id for j in watched)
         for job in watched:
-            await self._apply_new_events(job)
-            if job.state in ACTIVE_STATES:
-                await self._check_worker(job)
+            try:
+                await self._apply_new_events(job)
+                if job.state in ACTIVE_STATES:
+                    await self._check_worker(job)
+                else:
+                    self._stale.discard(job.id)
+            except Exception as e:  # one job the manager cannot follow must not stop the rest
+                log.exception("job %s: watching it failed", job.id)
+                await self._fail(job, f"the server could not follow this job: {_first_line(e)}")
+        active = {j.id for j in watched if j.state in ACTIVE_STATES}
+        for job_id, child in list(self._children.items()):
+            if job_id not in active and child.poll() is not None:
+                del self._children[job_id]  # the worker of a job failed by `_fail`, exited
+
+    async def _fail(self, job: Job, reason: str) -> None:
+        """Fail a job the manager cannot handle, and stop its worker if it has one."""
+        failed = await self._cas(
+            job.id,
+            ("queued", *ACTIVE_STATES),
+            "failed",
+            reason=reason,
+            finished_at=now(),
+            device=None,
+            retryable=False,
+        )
+        if not failed:
+            return
+        with contextlib.suppress(OSError):  # the row says it; the event tells live clients
+            self._append(job.id, "state", {"state": "failed", "reason": reason})
+        child = self._children.get(job.id)
+        pid = child.pid if child is not None else job.pid
+        if pid is not None and (child is not None or is_alive(pid, job.pid_start)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)  # the reaper collects it
 
     async def _apply_new_events(self, job: Job) -> None:
         tail = self._tails.get(job.id)
@@ -469,19 +577,60 @@ class JobManager:
         alive, code = self._worker_alive(job)
         if alive:
             await self._heartbeat(job, run_dir)
+            await self._check_silence(job)
             return
         await self._apply_new_events(job)  # what it wrote before it went
         if job.state not in ACTIVE_STATES:
             return
+        how = f"exited with code {code}" if code is not None else "is no longer running"
+        await self._end_lost(job, f"the worker (pid {job.pid}) {how} before the job finished")
+
+    async def _end_lost(self, job: Job, reason: str) -> None:
+        """A job whose worker is gone: interrupted (cancelled or paused if that was asked)."""
+        self._stale.discard(job.id)
         fresh = await self.get(job.id)
         state = {"cancel": "cancelled", "pause": "paused"}.get(fresh.stop_request or "")
         state = state or "interrupted"
-        how = f"exited with code {code}" if code is not None else "is no longer running"
-        reason = f"the worker (pid {job.pid}) {how} before the job finished"
-        self._append(
-            job.id, "state", {"state": state, "reason": reason, "log_tail": log_tail(run_dir)}
-        )
+        tail = log_tail(self.run_dir(job.id))
+        self._append(job.id, "state", {"state": state, "reason": reason, "log_tail": tail})
         await self._apply_new_events(job)
+
+    async def _check_silence(self, job: Job) -> None:
+        """Report a worker silent past heartbeat_timeout_s as stale (and again when it beats);
+        past heartbeat_kill_s, kill it and end its job as interrupted, freeing its slot."""
+        silent = heartbeat_age(job)
+        if silent is None:
+            return
+        if silent >= self.settings.heartbeat_kill_s:
+            await self._kill_silent(job, silent)
+            return
+        stale = silent >= self.settings.heartbeat_timeout_s
+        if stale != (job.id in self._stale):
+            (self._stale.add if stale else self._stale.discard)(job.id)
+            data = {"stale": stale, "silent_s": round(silent, 1)}
+            self._append(job.id, "heartbeat", data)
+
+    async def _kill_silent(self, job: Job, silent: float) -> None:
+        child = self._children.pop(job.id, None)
+        pid = job.pid if job.pid is not None else child.pid if child is not None else None
+        if pid is not None:
+            # SIGKILL, since a stopped process does not act on SIGTERM; to its process group
+            # (its own session) so that what it started goes too.
+            with contextlib.suppress(ProcessLookupError):
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, signal.SIGKILL)
+                else:
+                    os.kill(pid, signal.SIGKILL)
+        if child is not None:
+            await asyncio.to_thread(child.wait)
+        limit = self.settings.heartbeat_kill_s
+        reason = (
+            f"the worker (pid {pid}) sent no heartbeat for {silent:.0f} s (heartbeat_kill_s is "
+            f"{limit:g} s): it was stopped or hung, and was killed; resume continues from the "
+            "last checkpoint"
+        )
+        log.warning("job %s: %s", job.id, reason)
+        await self._end_lost(job, reason)
 
     def _worker_alive(self, job: Job) -> tuple[bool, int | None]:
         child = self._children.get(job.id)
@@ -534,7 +683,13 @@ class JobManager:
             elif running[job.resource] >= limits.get(job.resource, 1):
                 held_back.add(job.resource)
                 continue
-            if await self._launch(job, device):
+            try:
+                launched = await self._launch(job, device)
+            except Exception as e:  # one job that cannot start must not hold back the rest
+                log.exception("job %s: starting it failed", job.id)
+                await self._fail(job, f"the server could not start this job: {_first_line(e)}")
+                continue
+            if launched:
                 running[job.resource] += 1
                 busy.add(device)
 
@@ -575,7 +730,7 @@ class JobManager:
 
     def _spawn(self, job: Job, device: str | None) -> subprocess.Popen[bytes]:
         run_dir = self.run_dir(job.id)
-        env = dict(os.environ)
+        env = _worker_environment(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
         if device is not None:
             env["CUDA_VISIBLE_DEVICES"] = device.split(":")[1]
@@ -596,6 +751,22 @@ class JobManager:
                 env=env,
                 start_new_session=True,  # a signal to the server's group does not reach it
             )
+
+
+def _worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The server's environment less what a worker must not hold (see _CREDENTIAL)."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if name in _WORKER_NEEDS
+        or not (_CREDENTIAL.search(name) or _URL_WITH_PASSWORD.search(value))
+    }
+
+
+def _first_line(error: BaseException) -> str:
+    """`Type: message`, its first line only (a database error goes on with the statement)."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
 def _snapshot(job: Job) -> dict[str, Any]:

@@ -62,11 +62,7 @@ def build_spec(
     problem (with `problems` found before). `server_set` holds the SERVER_SET values the
     server itself chose (a continued model's `init_from` and DPO `reference_path`)."""
     raw = _copy(config)
-    problems = [*(problems or []), *find_secrets(raw, "config")]
-    for key in ("algorithm", "backend", "base_model"):
-        if key in raw:
-            problems.append(f"config.{key}: give it at the top level of the request, not in config")
-            raw.pop(key)
+    problems = [*(problems or []), *_request_problems(raw)]
     datasets: dict[str, DatasetRef] = {}
     parts = _parts(algorithm, raw, problems)
     for where, part, stage_algorithm, top in parts:
@@ -78,21 +74,61 @@ def build_spec(
             problems += _resolve(
                 part, "eval_dataset", eval_id, where, stage_algorithm, datasets, lookup
             )
-    section = {
-        **raw,
-        **(server_set or {}),
-        "algorithm": algorithm,
-        "backend": backend,
-        "base_model": base_model,
-    }
-    try:  # also when a dataset is missing (a placeholder stands in): report everything at once
-        validated = _ADAPTER.validate_python(section)
-        section = validated.model_dump(mode="json", exclude={"log_path"})
-    except ValidationError as e:
-        problems += [_config_error(err) for err in e.errors()]
+    # also when a dataset is missing (a placeholder stands in): report everything at once
+    section = _validate(raw, algorithm, backend, base_model, server_set or {}, problems)
     if problems:
         raise ConfigError("invalid job", list(dict.fromkeys(problems)))
     return JobSpec(section, datasets)
+
+
+def config_problems(
+    algorithm: str, backend: str, base_model: str, config: dict[str, Any]
+) -> list[str]:
+    """The problems of a request's own settings, its datasets aside (what a proposal refuses:
+    a proposal is asked for before every dataset is chosen)."""
+    raw = _copy(config)
+    problems = _request_problems(raw)
+    if algorithm == "rlhf":
+        for stage in RLHF_STAGE_ALGORITHMS:
+            raw.setdefault(stage, {})
+    for where, part, _, top in _parts(algorithm, raw, problems):
+        problems += _server_set_keys(part, where)
+        if not top:
+            part.pop("dataset_id", None)
+        part["dataset"] = _MISSING
+        if part.pop("eval_dataset_id", None) is not None:
+            part["eval_dataset"] = _MISSING
+    _validate(raw, algorithm, backend, base_model, {}, problems)
+    return list(dict.fromkeys(problems))
+
+
+def _request_problems(raw: dict[str, Any]) -> list[str]:
+    """Secrets and top-level keys given in `config` (each dropped from `raw`)."""
+    problems = find_secrets(raw, "config")
+    for key in ("algorithm", "backend", "base_model"):
+        if key in raw:
+            problems.append(f"config.{key}: give it at the top level of the request, not in config")
+            raw.pop(key)
+    return problems
+
+
+def _validate(
+    raw: dict[str, Any],
+    algorithm: str,
+    backend: str,
+    base_model: str,
+    server_set: dict[str, str],
+    problems: list[str],
+) -> dict[str, Any]:
+    """The section as the worker reads it, or the schema's problems added to `problems`."""
+    fixed = {"algorithm": algorithm, "backend": backend, "base_model": base_model}
+    section = {**raw, **server_set, **fixed}
+    try:
+        validated = _ADAPTER.validate_python(section)
+    except ValidationError as e:
+        problems += [_config_error(err) for err in e.errors()]
+        return section
+    return validated.model_dump(mode="json", exclude={"log_path"})
 
 
 def _copy(value: Any) -> Any:

@@ -15,11 +15,12 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
+from thinker.algorithms.bounds import MAX_STEPS
 from thinker.engine.local import checkpoints
 from thinker.engine.local.hub import ModelFacts, inspect_model
-from thinker.errors import CheckpointError, ConfigError, NotFoundError
+from thinker.errors import CheckpointError, ConfigError, DamagedError, NotFoundError
 from thinker.jobs.spec import DatasetRef
 from thinker.pipeline.proposal import DataFacts, Proposal, propose
 from thinker.store import Model
@@ -135,6 +136,32 @@ def _tinker_facts(name: str) -> ModelFacts:
     return ModelFacts(name, "tinker", False, model_type, hidden, None)
 
 
+def check_dataset_files(
+    algorithm: str,
+    dataset_id: str | None,
+    config: dict[str, Any],
+    lookup: Callable[[str], DatasetRef | None],
+) -> None:
+    """Refuse a job on a dataset whose stored file is gone (its row alone is no data).
+
+    Raises:
+        DamagedError: The first such dataset, with its id and path.
+    """
+    parts = (
+        [config, *(config.get(s) for s in ("sl", "rm", "rl"))] if algorithm == "rlhf" else [config]
+    )
+    named = [dataset_id]
+    for part in parts:
+        if isinstance(part, dict):
+            named += [part.get("dataset_id"), part.get("eval_dataset_id")]
+    for ref in (lookup(i) for i in named if isinstance(i, str)):
+        if ref is not None and not ref.path.is_file():
+            raise DamagedError(
+                f"dataset {ref.id}: its file {ref.path} is missing on disk (removed outside "
+                "Thinker); restore the file, or upload the data again as a new dataset"
+            )
+
+
 def dataset_facts(ref: DatasetRef) -> DataFacts:
     """Rows, and for RL problems the longest reference answer (max_tokens follows it)."""
     longest = 0
@@ -168,17 +195,37 @@ def proposal_for(
     return propose(algorithm, start.facts, facts, config, continues=start.parent is not None)
 
 
-def batch_problems(algorithm: str, proposal: Proposal, config: dict[str, Any]) -> list[str]:
-    """A batch larger than the rows there are to train on: refused, with where."""
+def fit_problems(
+    algorithm: str, proposal: Proposal, config: dict[str, Any], facts: ModelFacts
+) -> list[str]:
+    """What the settings ask beyond this data and model, with where: a batch larger than
+    the rows to train on, more steps in all than a job may take (epochs x steps per epoch),
+    a LoRA rank above the model's hidden size."""
     problems = []
     for stage in proposal.stages:
         part = config.get(stage.stage, {}) if algorithm == "rlhf" else config
+        part = part if isinstance(part, dict) else {}
         where = f"config.{stage.stage}" if algorithm == "rlhf" else "config"
         key = "groups_per_batch" if stage.stage == "rl" else "batch_size"
-        value = part.get(key) if isinstance(part, dict) else None
-        if isinstance(value, int) and stage.train_rows and value > stage.train_rows:
+        value = part.get(key)
+        if _is_int(value) and stage.train_rows and value > stage.train_rows:
             problems.append(
                 f"{where}.{key}: {value} is larger than the {stage.train_rows} training rows "
                 f"of the dataset; use at most {stage.train_rows}"
             )
+        if stage.steps > MAX_STEPS and "max_steps" not in part:
+            problems.append(
+                f"{where}.num_epochs: {stage.steps:,} steps in all, more than the "
+                f"{MAX_STEPS:,} a job may take; lower num_epochs or set max_steps"
+            )
+    rank = config.get("lora_rank")
+    if _is_int(rank) and facts.hidden_size and rank > facts.hidden_size:
+        problems.append(
+            f"config.lora_rank: {rank} is larger than the hidden size of {facts.name} "
+            f"({facts.hidden_size}); use at most {facts.hidden_size}"
+        )
     return problems
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)

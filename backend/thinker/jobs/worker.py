@@ -159,7 +159,7 @@ def run(run_dir: Path) -> int:
         return 130
     except BaseException as e:  # noqa: BLE001 - every failure is reported, then the exit code
         traceback.print_exc()
-        reason = scrub(_describe(e), secrets)
+        reason = scrub(_describe(e, run_dir), secrets)
         failed = {"state": "failed", "reason": reason, "log_tail": log_tail(run_dir)}
         append_event(run_dir, "state", {**failed, "retryable": retryable(e)})
         return 1
@@ -253,10 +253,15 @@ def _write_metadata(run_dir: Path, spec: dict[str, Any], section: Any) -> None:
     )
 
 
-def _describe(e: BaseException) -> str:
+def _describe(e: BaseException, run_dir: Path) -> str:
     from thinker.errors import ThinkerError
+    from thinker.runs import is_disk_full, storage_error
 
-    return str(e) if isinstance(e, ThinkerError) else f"{type(e).__name__}: {e}"
+    if isinstance(e, ThinkerError):
+        return str(e)
+    if is_disk_full(e):  # "no space left on device while training (12 KiB free on ...)"
+        return str(storage_error(e, "training", run_dir))
+    return f"{type(e).__name__}: {e}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,12 +43,14 @@ from pydantic import (
     Discriminator,
     Field,
     PrivateAttr,
+    StrictInt,
     Tag,
     ValidationError,
     field_validator,
     model_validator,
 )
 
+from thinker.algorithms.bounds import MAX_TEMPERATURE, MAX_TOKENS, STRICT_NUMBERS, Number
 from thinker.algorithms.dpo_config import DPOConfig
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rl_config import RLConfig
@@ -108,8 +110,8 @@ class DataValidationConfig(BaseModel):
     path: Path
     kind: Literal["chat", "prompt_completion", "preferences", "problems"] | None = None
     fields: list[SchemaFieldConfig] | None = Field(None, alias="schema")  # checked on top of kind
-    max_examples: int | None = Field(None, gt=0)  # None = the whole file
-    max_errors: int = Field(20, gt=0)  # how many problems to print
+    max_examples: StrictInt | None = Field(None, gt=0)  # None = the whole file
+    max_errors: StrictInt = Field(20, gt=0, le=100_000)  # how many problems to print
 
 
 class _PipelineSection(BaseModel):
@@ -236,13 +238,13 @@ class EvaluationConfig(BaseModel):
     After SL it always runs; after DPO or RL (whose held-out metrics training already logs)
     only where `dataset` is given."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_NUMBERS
 
     # None = the final section's eval_dataset, else the split that SL held out (SL only)
     dataset: Path | None = None
-    max_samples: int | None = Field(None, gt=0)  # None = every example
-    max_tokens: int = Field(64, gt=0)  # per generated answer
-    temperature: float = Field(0.0, ge=0.0)  # 0 = greedy
+    max_samples: StrictInt | None = Field(None, gt=0)  # None = every example
+    max_tokens: StrictInt = Field(64, gt=0, le=MAX_TOKENS)  # per generated answer
+    temperature: Number = Field(0.0, ge=0.0, le=MAX_TEMPERATURE)  # 0 = greedy
     output: Path | None = None  # per-sample JSONL; None = <run dir>/eval.jsonl
     compare_base: bool = False  # also evaluate the untrained base model (eval_base.jsonl)
 
@@ -636,4 +638,6 @@ def format_error(error: Any) -> str:
     if error["type"] == "union_tag_not_found":
         return f"{where}: expected a mapping of settings with `algorithm` ({expected})"
     message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "int_type" and isinstance(error.get("input"), bool):
+        message = "Input should be an integer, not true or false"
     return f"{where}: {message}" if where else message

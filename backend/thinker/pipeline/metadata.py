@@ -146,14 +146,18 @@ def json_safe(value: Any) -> Any:
 
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON to a temporary file beside `path`, fsync it, then `os.replace` it in."""
+    """Write JSON to a temporary file beside `path`, fsync it, then `os.replace` it in; on a
+    failure (a full disk) the temporary file is removed and `path` is left as it was."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, allow_nan=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class RunMetadata:

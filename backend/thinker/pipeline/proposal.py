@@ -242,15 +242,18 @@ def _with_given(
 ) -> StageProposal:
     """Keep every value the request gave; recompute steps from a given batch or epochs."""
     values = dict(given)  # dataset ids too: the request config carries them on
-    if stage != "rl" and "max_steps" not in values and "num_epochs" in values:
+    # A given value that is not a positive integer counts as not given here: the config's
+    # validation refuses it, with every other problem of the request.
+    epochs, given_steps = _given_int(values, "num_epochs"), _given_int(values, "max_steps")
+    if stage != "rl" and "max_steps" not in values and epochs is not None:
         config.pop("max_steps")  # the given epochs decide
-        batch = int(values.get("batch_size", config["batch_size"]))
-        steps = int(values["num_epochs"]) * max(1, train // max(1, batch))
+        batch = _given_int(values, "batch_size") or config["batch_size"]
+        steps = epochs * max(1, train // batch)
         config.update(_cadence(steps))
-        why.append(f"{values['num_epochs']} epoch(s) as given -> {steps} steps")
+        why.append(f"{epochs} epoch(s) as given -> {steps} steps")
     else:
-        steps = int(values.get("max_steps", config["max_steps"]))
-    if "max_steps" in values and stage != "rl":
+        steps = given_steps or config["max_steps"]
+    if given_steps is not None and stage != "rl":
         config.update(_cadence(steps))
     merged = {**config, **values}
     return StageProposal(stage, data.rows, train, steps, merged, why)
@@ -260,8 +263,8 @@ def train_rows(rows: int, eval_fraction: object, given: dict[str, Any]) -> int:
     """Rows left to train on after the held-out share (as `split_train_eval` cuts it)."""
     if "eval_dataset_id" in given:
         return rows
-    fraction = float(eval_fraction) if isinstance(eval_fraction, int | float) else 0.1
-    if rows < 2 or fraction <= 0:
+    fraction = eval_fraction if isinstance(eval_fraction, int | float) else 0.1
+    if rows < 2 or not 0 < fraction < 1:  # 0, or out of range (validation refuses it)
         return rows
     held = min(rows - 1, max(1, round(rows * fraction)))
     return rows - held

@@ -28,13 +28,15 @@ from typing import Literal, get_args
 import torch
 from peft import PeftModel
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from thinker.engine.local import checkpoints
 from thinker.engine.local.models import Placement, load_base_model, load_tokenizer
 from thinker.engine.local.training import ADAPTER_FILE
-from thinker.errors import ConflictError, NotFoundError
+from thinker.errors import ConflictError, NotFoundError, StorageError
 from thinker.jobs.start import local_checkpoint
+from thinker.runs import is_disk_full, nearly_full, no_space_left
 from thinker.server.settings import Settings
 from thinker.store import Dataset, Job, Model
 
@@ -103,13 +105,24 @@ async def lineage(session: AsyncSession, model: Model) -> Lineage:
 async def update_model(
     session: AsyncSession, model_id: str, name: str | None, lifecycle: Lifecycle | None
 ) -> Model:
-    """Rename a model and/or move it to another lifecycle state; None leaves a field as is."""
+    """Rename a model and/or move it to another lifecycle state; None leaves a field as is.
+
+    Raises:
+        StorageError: The database's disk is full.
+    """
     model = await get_model(session, model_id)
     if name is not None:
         model.name = name
     if lifecycle is not None:
         model.lifecycle = lifecycle
-    await session.commit()
+    try:
+        await session.commit()
+    except DBAPIError as e:
+        if not is_disk_full(e):
+            raise
+        raise StorageError(
+            "no space left on device for the database: the change was not saved"
+        ) from e
     return model
 
 
@@ -153,8 +166,13 @@ def _local_dir_or_none(settings: Settings, model: Model) -> Path | None:
 
 
 def adapter_files(settings: Settings, model: Model) -> list[tuple[Path, str]]:
-    """(file, name in the archive) for the PEFT adapter: its config and its safetensors."""
+    """(file, name in the archive) for the PEFT adapter: its config and its safetensors.
+
+    Raises:
+        DamagedError: They fail their checksums (a damaged file is not served).
+    """
     directory = sampler_dir(settings, model)
+    checkpoints.verify(directory)
     return [(directory / name, name) for name in (ADAPTER_CONFIG, ADAPTER_FILE)]
 
 
@@ -187,8 +205,14 @@ def export_files(settings: Settings, model_id: str) -> list[tuple[Path, str]]:
 
 # ---- export ------------------------------------------------------------------------------
 async def export_model(settings: Settings, model: Model) -> ExportInfo:
-    """Merge the model's adapter into its base model and save it; an earlier export is kept."""
+    """Merge the model's adapter into its base model and save it; an earlier export is kept.
+
+    Raises:
+        DamagedError: The adapter fails its checksums.
+        StorageError: The disk filled up (nothing of the export is left).
+    """
     source = sampler_dir(settings, model)
+    await asyncio.to_thread(checkpoints.verify, source)
     meta: dict[str, object] = {
         "model_id": model.id,
         "base_model": model.base_model,
@@ -226,14 +250,19 @@ def _merge_and_save(
     merged = PeftModel.from_pretrained(base, adapter_dir, is_trainable=False).merge_and_unload()
     tokenizer = load_tokenizer(base_model)
     tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    target.parent.mkdir(parents=True, exist_ok=True)
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         merged.save_pretrained(tmp, max_shard_size="5GB")  # transformers 5: safetensors only
         tokenizer.save_pretrained(tmp)
         (tmp / EXPORT_META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         _fsync_files(tmp)
         shutil.rmtree(target, ignore_errors=True)  # a crashed export's leftovers, if any
         os.rename(tmp, target)
+    except Exception as e:
+        if not (is_disk_full(e) or nearly_full(target.parent)):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)  # first, so that the free space said is true
+        raise no_space_left(f"exporting model {meta['model_id']}", target.parent) from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

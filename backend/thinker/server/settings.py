@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -28,10 +28,28 @@ class Settings(BaseSettings):
     max_remote_jobs: int = Field(4, ge=0)  # Tinker jobs at once; 0 = hold them queued
     gpus: int | None = Field(None, ge=0)  # None = count the CUDA devices
     model_pool_size: int = Field(2, ge=1)  # loaded models kept for sampling (LRU)
-    heartbeat_timeout_s: float = Field(30.0, gt=0)  # a worker silent this long is reported stale
+    # Sampling (helper A, issue 15): sequences decoded together per loaded model (1 = one
+    # request at a time), and requests waiting per model beyond which a request gets 429.
+    sample_batch_rows: int = Field(32, ge=1)
+    sample_queue_size: int = Field(64, ge=1)
+    # A worker touches its heartbeat every 2 s. One silent for heartbeat_timeout_s is reported
+    # stale; for heartbeat_kill_s (e.g. stopped with SIGSTOP, or hung), it is killed and its
+    # job interrupted (resumable), freeing its slot.
+    heartbeat_timeout_s: float = Field(30.0, gt=0)
+    heartbeat_kill_s: float = Field(300.0, gt=0)
     poll_interval_s: float = Field(0.2, gt=0)  # how often run directories are tailed
     register_examples: bool = True  # register the shipped example datasets at start-up
     static_dir: Path | None = None  # the built dashboard (frontend/dist) served at /
+
+    @model_validator(mode="after")
+    def _kill_after_stale(self) -> Settings:
+        if self.heartbeat_kill_s <= self.heartbeat_timeout_s:
+            raise ValueError(
+                f"heartbeat_kill_s ({self.heartbeat_kill_s:g}) must be longer than "
+                f"heartbeat_timeout_s ({self.heartbeat_timeout_s:g}): a worker is reported "
+                "stale before it is killed"
+            )
+        return self
 
     @property
     def auth_required(self) -> bool:

@@ -6,7 +6,8 @@ const job = {
   id: 'job_1', name: 'j', algorithm: 'sl', backend: 'local', base_model: 'thinker/tiny',
   dataset_id: 'ds_1', config: {}, state: 'starting', reason: null, log_tail: null, priority: 0,
   resource: 'cpu', device: null, step: 0, total_steps: null, progress: null, eta_s: null,
-  attempts: 1, last_seq: 2, heartbeat_at: null, created_at: '', started_at: null,
+  attempts: 1, last_seq: 2, heartbeat_at: null, heartbeat_age_s: null, stale: false,
+  created_at: '', started_at: null,
   finished_at: null,
 } as Schemas['JobPublic']
 
@@ -32,6 +33,17 @@ describe('applyJobEvent', () => {
     const rlhf = { ...job, step: 30, total_steps: 30 }
     const next = applyJobEvent(rlhf, event(3, 'plan', { total_steps: 20, start_step: 0 }))
     expect(next).toMatchObject({ step: 0, total_steps: 20, progress: 0 })
+  })
+
+  test('a heartbeat event marks the worker stale, and again live; an end clears it', () => {
+    const running = { ...job, state: 'running' as const }
+    let next = applyJobEvent(running, event(3, 'heartbeat', { stale: true, silent_s: 31.5 }))
+    expect(next).toMatchObject({ stale: true, heartbeat_age_s: 31.5 })
+    next = applyJobEvent(next, event(4, 'heartbeat', { stale: false, silent_s: 0.2 }))
+    expect(next).toMatchObject({ stale: false, heartbeat_age_s: 0.2 })
+    next = applyJobEvent(next, event(5, 'heartbeat', { stale: true, silent_s: 40 }))
+    next = applyJobEvent(next, event(6, 'state', { state: 'interrupted', reason: 'no heartbeat' }))
+    expect(next).toMatchObject({ state: 'interrupted', stale: false, heartbeat_age_s: null })
   })
 
   test('nothing to update without a cached job', () => {

@@ -27,6 +27,14 @@ export function applyJobEvent(job: Job | undefined, event: JobEvent): Job | unde
     // as JobPublic computes it: resume helps a paused or interrupted job, and a failed one
     // unless its worker said the failure will repeat
     next.retryable = next.state === 'paused' || next.state === 'interrupted' || (next.state === 'failed' && d.retryable !== false)
+    if (next.state !== 'starting' && next.state !== 'running') {
+      next.stale = false
+      next.heartbeat_age_s = null
+    }
+  } else if (event.type === 'heartbeat' && typeof d.stale === 'boolean') {
+    // the server says the worker went silent past heartbeat_timeout_s, or beats again
+    next.stale = d.stale
+    if (typeof d.silent_s === 'number') next.heartbeat_age_s = d.silent_s
   } else if (event.type === 'report' && typeof d.verdict === 'string') {
     // written just before the final state: the page shows whether it learned without a reload
     next.report = d as Job['report']

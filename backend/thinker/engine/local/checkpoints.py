@@ -4,11 +4,16 @@
 `thinker://<run>/sampler_weights/<name>` is a sampler checkpoint (adapter only, PEFT format).
 Both resolve to `<storage_dir>/<run>/<kind>/<name>/`. A checkpoint directory is written
 under a temporary name and renamed into place, so a crash never leaves a half-written one.
+Its `SHA256SUMS` (the format `sha256sum -c` reads) holds the checksum of every other file;
+`verify` checks them before a checkpoint is loaded or served, so that bytes changed on disk
+are refused by name rather than loaded as weights.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -18,10 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from thinker.errors import CheckpointError
+from thinker.errors import CheckpointError, DamagedError
+from thinker.runs import is_disk_full, nearly_full, no_space_left
 
 SCHEME = "thinker://"
 STATE_FILE = "thinker_checkpoint.json"
+MANIFEST_FILE = "SHA256SUMS"
+log = logging.getLogger("thinker.engine")
 CheckpointKind = Literal["weights", "sampler_weights"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -69,13 +77,30 @@ def resolve(path: str, storage_dir: Path) -> Path:
 
 
 def read_meta(directory: Path) -> dict[str, Any]:
-    return json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
+    """The checkpoint's metadata file.
+
+    Raises:
+        DamagedError: It is not a JSON object.
+    """
+    try:
+        meta = json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        meta = None
+    if not isinstance(meta, dict):
+        raise DamagedError(f"checkpoint {directory}: {STATE_FILE} is damaged (not JSON)")
+    return meta
 
 
 def write_atomically(
     target: Path, write: Callable[[Path], None], meta: dict[str, Any], overwrite: bool = False
 ) -> None:
-    """Call `write(tmp_dir)`, add the metadata file, then rename tmp_dir to `target`."""
+    """Call `write(tmp_dir)`, add the metadata file and the checksums, then rename tmp_dir to
+    `target`.
+
+    Raises:
+        StorageError: The disk filled up: "no space left on device while saving the checkpoint
+            at step N (X free on <dir>)"; nothing of the checkpoint is left.
+    """
     if target.exists() and not overwrite:
         raise CheckpointError(f"checkpoint {target} already exists (pass overwrite=True)")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -83,15 +108,76 @@ def write_atomically(
     try:
         tmp.mkdir()
         write(tmp)
+        meta = {**meta, "checksums": MANIFEST_FILE}  # a checkpoint that lost it is damaged
         (tmp / STATE_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        _write_manifest(tmp)
         _fsync_dir(tmp)
         if target.exists():
             shutil.rmtree(target)
         os.rename(tmp, target)
         _fsync_dir(target.parent)
+    except Exception as e:
+        # torch's writer reports a full disk as "unexpected pos N vs M": the free space tells.
+        if not (is_disk_full(e) or nearly_full(target.parent)):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)  # first, so that the free space said is true
+        doing = f"saving the checkpoint at step {meta.get('step', '?')}"
+        raise no_space_left(doing, target.parent) from e
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def verify(directory: Path) -> None:
+    """Check every file of the checkpoint in `directory` against its SHA256SUMS.
+
+    A checkpoint saved before checksums were written has none: it passes unverified, and the
+    log says so.
+
+    Raises:
+        DamagedError: A file is missing, or its bytes changed since it was saved (named).
+    """
+    manifest = directory / MANIFEST_FILE
+    if not manifest.is_file():
+        if "checksums" in read_meta(directory):
+            raise DamagedError(f"checkpoint {directory}: its {MANIFEST_FILE} is missing")
+        log.info(
+            "checkpoint %s has no %s (saved before checksums): not verified",
+            directory,
+            MANIFEST_FILE,
+        )
+        return
+    for digest, name in _read_manifest(manifest):
+        path = directory / name
+        if not path.is_file():
+            raise DamagedError(f"checkpoint {directory}: {name} is missing")
+        if _sha256(path) != digest:
+            raise DamagedError(
+                f"checkpoint {directory}: {name} does not match its checksum (its bytes changed "
+                "after it was saved: a damaged disk, or a file edited or overwritten); resume "
+                "or sample from another checkpoint"
+            )
+
+
+def _write_manifest(directory: Path) -> None:
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    lines = [f"{_sha256(p)}  {p.relative_to(directory).as_posix()}\n" for p in files]
+    (directory / MANIFEST_FILE).write_text("".join(lines), encoding="utf-8")
+
+
+def _read_manifest(manifest: Path) -> list[tuple[str, str]]:
+    entries = []
+    for line in manifest.read_text(encoding="utf-8", errors="replace").splitlines():
+        digest, _, name = line.partition("  ")
+        if not re.fullmatch(r"[0-9a-f]{64}", digest) or not name or ".." in Path(name).parts:
+            raise DamagedError(f"checkpoint {manifest.parent}: its {MANIFEST_FILE} is damaged")
+        entries.append((digest, name))
+    return entries
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _fsync_dir(directory: Path) -> None:

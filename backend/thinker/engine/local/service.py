@@ -115,6 +115,7 @@ class LocalServiceClient:
         directory, meta = None, None
         if model_path is not None:
             directory = checkpoints.resolve(model_path, self.storage_dir)
+            checkpoints.verify(directory)
             meta = checkpoints.read_meta(directory)
             base_model = meta["base_model"]
         assert base_model is not None

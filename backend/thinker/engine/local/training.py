@@ -278,9 +278,13 @@ class LocalTrainingClient:
         self._optimizer.zero_grad(set_to_none=True)
         self._step += 1
         self._version += 1
-        return types.OptimStepResponse(
-            metrics={"grad_norm": float(grad_norm), "learning_rate": params.learning_rate}
+        # The adapter's norm after the step: a step that sent a weight to inf or NaN shows
+        # here at once (the loss shows it only at the next step, and a sampler not at all).
+        param_norm = torch.linalg.vector_norm(
+            torch.stack([torch.linalg.vector_norm(p.detach().float()) for p in self._params])
         )
+        metrics = {"grad_norm": float(grad_norm), "param_norm": float(param_norm)}
+        return types.OptimStepResponse(metrics={**metrics, "learning_rate": params.learning_rate})
 
     def _save(self, name: str, kind: checkpoints.CheckpointKind, overwrite: bool) -> Any:
         path = CheckpointPath(self.run_id, kind, name)
@@ -310,6 +314,7 @@ class LocalTrainingClient:
 
     def _load(self, path: str, with_optimizer: bool) -> None:
         directory = checkpoints.resolve(path, self._storage_dir)
+        checkpoints.verify(directory)
         meta = checkpoints.read_meta(directory)
         state = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
         result = set_peft_model_state_dict(self._model, state)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Response, status
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 from sqlalchemy import func, select
 
 from thinker.algorithms.dpo_config import DPOConfig
@@ -17,9 +17,11 @@ from thinker.algorithms.rl_config import RLConfig
 from thinker.algorithms.sl_config import SLConfig
 from thinker.errors import NotFoundError
 from thinker.jobs.events import read_events
+from thinker.jobs.manager import heartbeat_age
 from thinker.jobs.worker import LOG_FILE
 from thinker.runs import CHECKPOINTS_FILE, METRICS_FILE, read_jsonl, read_metrics
 from thinker.server.deps import PlatformDep, SessionDep
+from thinker.server.platform import Platform
 from thinker.store import Job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -42,7 +44,7 @@ class JobCreate(BaseModel):
     base_model: str = Field("thinker/tiny", min_length=1, max_length=300)
     dataset_id: str | None = None  # rlhf: the SL demonstrations; config.rm/rl name theirs
     config: dict[str, Any] = Field(default_factory=dict)  # the algorithm's settings
-    priority: int = Field(0, ge=-100, le=100)  # higher starts first
+    priority: StrictInt = Field(0, ge=-100, le=100)  # higher starts first
 
 
 class JobPublic(BaseModel):
@@ -69,22 +71,28 @@ class JobPublic(BaseModel):
     report: dict[str, Any] | None  # when it ended: did it learn (held-out vs base, warnings)
     retryable: bool  # whether resume can help (paused, interrupted, or a failure that may pass)
     heartbeat_at: datetime | None
+    heartbeat_age_s: float | None  # since the worker's last heartbeat; None unless active
+    stale: bool  # no heartbeat for heartbeat_timeout_s: the worker may be stopped or hung
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
 
     @classmethod
-    def of(cls, job: Job) -> JobPublic:
+    def of(cls, job: Job, stale_after_s: float) -> JobPublic:
+        """The job as the API shows it; `stale_after_s` is the server's heartbeat_timeout_s."""
         progress = job.step / job.total_steps if job.total_steps else None
         retryable = job.state in ("paused", "interrupted") or (
             job.state == "failed" and job.retryable is not False
         )
+        age = heartbeat_age(job)
         return cls(
             **{k: getattr(job, k) for k in _PLAIN},
             progress=progress,
             eta_s=_eta(job),
             retryable=retryable,
             heartbeat_at=_time(job.heartbeat_at),
+            heartbeat_age_s=round(age, 1) if age is not None else None,
+            stale=age is not None and age >= stale_after_s,
             created_at=_time(job.created_at),
             started_at=_time(job.started_at),
             finished_at=_time(job.finished_at),
@@ -173,6 +181,10 @@ class CheckpointsPublic(BaseModel):
     data: list[dict[str, Any]]  # checkpoints.jsonl rows (rlhf: each stage's, with "stage")
 
 
+def _public(job: Job, platform: Platform) -> JobPublic:
+    return JobPublic.of(job, platform.settings.heartbeat_timeout_s)
+
+
 def _time(value: float | None) -> datetime | None:
     return datetime.fromtimestamp(value, UTC) if value is not None else None
 
@@ -184,7 +196,24 @@ def _eta(job: Job) -> float | None:
     return max(0.0, elapsed / job.step * (job.total_steps - job.step))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+# The statuses a route sends besides those every route documents (server/openapi_doc.py).
+_REPLAYED: dict[int | str, dict[str, Any]] = {
+    200: {"model": JobPublic, "description": "The job an earlier request with this key made"}
+}
+_NO_DATA_FILE: dict[int | str, dict[str, Any]] = {
+    503: {"description": "A dataset's stored file is missing on disk"}
+}
+_FULL_DISK: dict[int | str, dict[str, Any]] = {
+    507: {"description": "The disk is full: nothing of the job was kept"}
+}
+_STATE: dict[int | str, dict[str, Any]] = {
+    409: {"description": "The job's state forbids it now (it has ended, or it is running)"}
+}
+
+
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, responses={**_REPLAYED, **_NO_DATA_FILE, **_FULL_DISK}
+)
 async def create_job(
     body: JobCreate,
     platform: PlatformDep,
@@ -196,12 +225,13 @@ async def create_job(
     if not created:
         response.status_code = status.HTTP_200_OK
         response.headers["Idempotent-Replayed"] = "true"
-    return JobPublic.of(job)
+    return _public(job, platform)
 
 
 @router.get("")
 async def read_jobs(
     session: SessionDep,
+    platform: PlatformDep,
     state: JobState | None = None,
     algorithm: Literal["sl", "dpo", "rl", "rlhf"] | None = None,
     backend: Literal["local", "tinker"] | None = None,
@@ -223,14 +253,14 @@ async def read_jobs(
     rows = await session.scalars(
         query.order_by(Job.created_at.desc(), Job.id).offset(offset).limit(limit)
     )
-    return JobsPublic(data=[JobPublic.of(j) for j in rows], count=count or 0)
+    return JobsPublic(data=[_public(j, platform) for j in rows], count=count or 0)
 
 
-@router.post("/proposal")
+@router.post("/proposal", responses=_NO_DATA_FILE)
 async def propose_job(body: JobProposalRequest, platform: PlatformDep) -> JobProposal:
     """Hyperparameters proposed from the dataset and the base model (what the request's
     config leaves out); POST /api/jobs fills a config the same way."""
-    start, proposal, _ = await platform.jobs.propose(
+    start, proposal = await platform.jobs.proposal(
         body.algorithm, body.backend, body.base_model, body.dataset_id, body.config
     )
     return JobProposal(
@@ -255,28 +285,28 @@ async def read_config_schema() -> dict[str, dict[str, Any]]:
 @router.get("/{job_id}")
 async def read_job(job_id: str, platform: PlatformDep) -> JobPublic:
     """One job: state, progress, ETA, and why it failed or stopped."""
-    return JobPublic.of(await platform.jobs.get(job_id))
+    return _public(await platform.jobs.get(job_id), platform)
 
 
-@router.post("/{job_id}/cancel")
+@router.post("/{job_id}/cancel", responses=_STATE)
 async def cancel_job(job_id: str, platform: PlatformDep) -> JobPublic:
     """Cancel a job (its worker stops at the next step)."""
-    return JobPublic.of(await platform.jobs.cancel(job_id))
+    return _public(await platform.jobs.cancel(job_id), platform)
 
 
-@router.post("/{job_id}/pause")
+@router.post("/{job_id}/pause", responses=_STATE)
 async def pause_job(job_id: str, platform: PlatformDep) -> JobPublic:
     """Pause a job; resume continues from its last checkpoint."""
-    return JobPublic.of(await platform.jobs.pause(job_id))
+    return _public(await platform.jobs.pause(job_id), platform)
 
 
-@router.post("/{job_id}/resume")
+@router.post("/{job_id}/resume", responses=_STATE)
 async def resume_job(job_id: str, platform: PlatformDep) -> JobPublic:
     """Queue a paused, interrupted or failed job again, from its last checkpoint."""
-    return JobPublic.of(await platform.jobs.resume(job_id))
+    return _public(await platform.jobs.resume(job_id), platform)
 
 
-@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=_STATE)
 async def delete_job(job_id: str, platform: PlatformDep) -> None:
     """Delete a job that is not running, with its run directory and models."""
     await platform.jobs.delete(job_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +18,16 @@ from thinker.store import Model
 
 router = APIRouter(prefix="/models", tags=["models"])
 _ZIP: dict[int | str, dict[str, object]] = {200: {"content": {"application/zip": {}}}}
+# The statuses a route sends besides those every route documents (server/openapi_doc.py).
+_TINKER: dict[int | str, dict[str, object]] = {
+    409: {"description": "A Tinker model: its weights are not stored on this server"}
+}
+_DAMAGED: dict[int | str, dict[str, object]] = {
+    503: {"description": "Its files fail their checksums (damaged on disk): not served"}
+}
+_FULL_DISK: dict[int | str, dict[str, object]] = {
+    507: {"description": "The disk is full: nothing half-written was kept"}
+}
 
 
 class ModelPublic(BaseModel):
@@ -116,7 +127,7 @@ async def read_model(model_id: str, session: SessionDep, platform: PlatformDep) 
     return await _detail(session, platform, model)
 
 
-@router.patch("/{model_id}")
+@router.patch("/{model_id}", responses=_FULL_DISK)
 async def update_model(
     model_id: str, body: ModelUpdate, session: SessionDep, platform: PlatformDep
 ) -> ModelDetail:
@@ -132,17 +143,22 @@ async def delete_model(model_id: str, session: SessionDep, platform: PlatformDep
     platform.pool.forget(model_id)  # a loaded copy must not outlive its files
 
 
-@router.get("/{model_id}/adapter", response_class=StreamingResponse, responses=_ZIP)
+@router.get(
+    "/{model_id}/adapter",
+    response_class=StreamingResponse,
+    responses={**_ZIP, **_TINKER, **_DAMAGED},
+)
 async def download_adapter(
     model_id: str, session: SessionDep, platform: PlatformDep
 ) -> StreamingResponse:
-    """The LoRA adapter in PEFT format, zipped: adapter_config.json, adapter_model.safetensors."""
+    """The LoRA adapter in PEFT format, zipped: adapter_config.json, adapter_model.safetensors
+    (503 if they fail their checksums)."""
     model = await service.get_model(session, model_id)
-    files = service.adapter_files(platform.settings, model)
+    files = await asyncio.to_thread(service.adapter_files, platform.settings, model)
     return _zip_response(files, f"{model.id}-adapter.zip")
 
 
-@router.post("/{model_id}/export")
+@router.post("/{model_id}/export", responses={**_TINKER, **_DAMAGED, **_FULL_DISK})
 async def export_model(model_id: str, session: SessionDep, platform: PlatformDep) -> ExportPublic:
     """Merge the adapter into the base model and save it (safetensors) on the server."""
     model = await service.get_model(session, model_id)

@@ -56,6 +56,21 @@ function serveJob(overrides: Record<string, unknown> = {}, models: unknown[] = [
 }
 
 describe('job page', () => {
+  test('a worker silent past the heartbeat timeout shows a stale badge, live', async () => {
+    serveJob()
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    await screen.findByTestId('job-progress')
+    expect(screen.queryByTestId('job-stale')).toBeNull()
+    act(() => socket.serverSends('job_event', ev(6, 'heartbeat', { stale: true, silent_s: 42.3 })))
+    expect(await screen.findByTestId('job-stale')).toHaveTextContent('stale — no heartbeat for 42 s')
+    act(() => socket.serverSends('job_event', ev(7, 'heartbeat', { stale: false, silent_s: 0.4 })))
+    await waitFor(() => expect(screen.queryByTestId('job-stale')).toBeNull())
+    act(() => socket.serverSends('job_event', ev(8, 'heartbeat', { stale: true, silent_s: 31 })))
+    expect(await screen.findByTestId('job-stale')).toHaveTextContent('31 s')
+    act(() => socket.serverSends('job_event', ev(9, 'state', { state: 'interrupted', reason: 'the worker sent no heartbeat' })))
+    await waitFor(() => expect(screen.queryByTestId('job-stale')).toBeNull())
+  })
+
   test('joins the job room and applies live metrics, state and log events', async () => {
     serveJob()
     renderAt(<JobPage />, '/training/job_1', '/training/:jobId')

@@ -1,6 +1,6 @@
 // /training/:jobId: one job, live. Its state, progress and metrics come from the socket
 // (useJobEvents patches the query cache); charts, rollouts, log, checkpoints and config below.
-import { useState } from 'react'
+import { useEffect, useState } from 'react'
 import { Link, useParams } from 'react-router-dom'
 import { Empty, ErrorState, Loading, ProgressBar, StatusLed } from '../../components/common/States'
 import { ALGORITHM_BY_ID, type Algorithm } from '../../components/Training/algorithms'
@@ -46,6 +46,23 @@ function FailureCard({ job }: { job: Job }) {
   )
 }
 
+/** "stale — no heartbeat for N s": the server's count when it said so, ticking on here. */
+function StaleBadge({ ageS }: { ageS: number }) {
+  const [elapsed, setElapsed] = useState(0)
+  useEffect(() => {
+    const timer = setInterval(() => setElapsed((e) => e + 1), 1000)
+    return () => clearInterval(timer)
+  }, [])
+  return (
+    <span
+      data-testid="job-stale"
+      title="Its worker has not touched its heartbeat for heartbeat_timeout_s: it may be stopped or hung. Past heartbeat_kill_s the server kills it and marks the job interrupted (resumable)."
+    >
+      <Chip tone="warn">stale — no heartbeat for {Math.round(ageS + elapsed)} s</Chip>
+    </span>
+  )
+}
+
 function Header({ job, connected, stage, eta }: { job: Job; connected: boolean; stage: string | null; eta: number | null }) {
   const algo = ALGORITHM_BY_ID[job.algorithm as Algorithm]
   return (
@@ -56,6 +73,7 @@ function Header({ job, connected, stage, eta }: { job: Job; connected: boolean; 
           <h1 className="mt-1 truncate text-2xl font-semibold text-neutral-100">{job.name}</h1>
           <div className="mt-2 flex flex-wrap items-center gap-2">
             <span data-testid="job-state"><StatusLed state={job.state} /></span>
+            {job.stale && <StaleBadge key={job.heartbeat_age_s ?? 0} ageS={job.heartbeat_age_s ?? 0} />}
             <Chip tone="accent">{algo ? `${algo.short} · ${algo.name}` : job.algorithm}</Chip>
             {stage && STAGE_LABEL[stage] && stage !== 'main' && <Chip tone="cta">{STAGE_LABEL[stage]}</Chip>}
             <Chip>{job.base_model}</Chip>
