@@ -21,7 +21,7 @@ from thinker.data import (
     split_train_eval,
     validate_jsonl,
 )
-from thinker.data.validation import DuplicateFinder, ErrorSummary
+from thinker.data.validation import MAX_ROW_DEPTH, DuplicateFinder, ErrorSummary
 from thinker.errors import ConfigError, DatasetError
 from thinker.server.datasets import Plan, encode_row, scan
 from thinker.server.settings import Settings
@@ -507,13 +507,40 @@ def test_scan_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
     assert peaks[1] - peaks[0] < 4 * 1024 * 1024, peaks
 
 
+def test_scan_refuses_an_integer_past_64_bits_with_its_line_and_field(tmp_path: Path) -> None:
+    """orjson would read it as a float and store another number; a float of the same size
+    written as a float (1e+20, 1.5e300) and a 64-bit integer are kept as they are."""
+    rows = [
+        {"prompt": "a", "completion": "b", "meta": {"id": 123456789012345678901234}},
+        {"prompt": "c", "completion": "d", "x": 1e20, "y": 1.5e300, "z": 2**64 - 1},
+        {"prompt": "e", "completion": "f", "n": [-(2**63) - 1]},
+    ]
+    path = write_lines(tmp_path, *rows)
+    errors = scan_file(path, "prompt_completion")
+    assert [(e.line, e.field, e.kind) for e in errors.first] == [
+        (1, "meta.id", "out_of_range"),
+        (3, "n[0]", "out_of_range"),
+    ]
+    assert "123456789012345678901234" in errors.first[0].message
+    csv_path = tmp_path / "big.csv"  # a JSON cell is read exactly, then refused on writing
+    csv_path.write_text('prompt,completion,messages\na,b,"[1, 99999999999999999999999]"\n')
+    errors = scan_file(csv_path, None, fmt="csv")
+    assert (2, "messages[1]", "out_of_range") in [(e.line, e.field, e.kind) for e in errors.first]
+
+
 def test_encode_row_writes_the_compact_canonical_form() -> None:
     assert encode_row(1, {"b": "é", "a": [1, 2.5]}, 100) == (
         b'{"b":"\xc3\xa9","a":[1,2.5]}\n',
         None,
     )
-    big = {"n": 2**70}  # past orjson: written by json in the same form
-    assert encode_row(1, big, 100) == (b'{"n":1180591620717411303424}\n', None)
+    data, error = encode_row(2, {"n": [0, 2**70]}, 100)  # stored, it would not read back
+    assert data == b"" and error is not None
+    assert (error.line, error.field, error.kind) == (2, "n[1]", "out_of_range")
+    deep: object = 1
+    for _ in range(MAX_ROW_DEPTH):
+        deep = [deep]
+    data, error = encode_row(5, {"d": deep}, 10_000)
+    assert data == b"" and error is not None and (error.line, error.kind) == (5, "too_deep")
     data, error = encode_row(3, {"s": "\ud800"}, 100)
     assert data == b"" and error is not None and "surrogate" in error.message
     data, error = encode_row(4, {"s": "x" * 20}, 10)

@@ -9,8 +9,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from thinker.data.formats import Format, detect_format, read_rows
-from thinker.data.validation import RowError, not_text_problem
+from thinker.data.formats import (
+    MAX_COLUMNS,
+    Format,
+    detect_format,
+    exact_jsonl_rows,
+    out_of_range,
+    read_rows,
+)
+from thinker.data.validation import MAX_ROW_DEPTH, RowError, not_text_problem
 from thinker.errors import NotTextError
 
 CHAT = [{"role": "user", "content": "3+4"}, {"role": "assistant", "content": "7"}]
@@ -162,16 +169,73 @@ def test_csv_cell_count_mismatch_is_a_row_error(tmp_path: Path) -> None:
     assert items[1] == (3, {"a": "4", "b": "5"})
 
 
-def test_csv_header_of_20k_columns_is_checked_whole(tmp_path: Path) -> None:
+def test_csv_header_at_the_column_limit_is_checked_whole(tmp_path: Path) -> None:
     """Repeats are found by counting once (a 20k-column header took seconds, counted per
     column); the result is what is asserted, not the time."""
-    columns = [f"c{i}" for i in range(20_000)]
+    columns = [f"c{i}" for i in range(MAX_COLUMNS)]
     line = ",".join(columns) + "\n"
     items = rows(write(tmp_path, "x.csv", line + line), "csv", max_line_bytes=1 << 20)
     assert items == [(2, {c: c for c in columns})]
-    repeated = ",".join([*columns, "c7", "c3", "c7"]) + "\n"
+    repeated = ",".join([*columns[:-3], "c7", "c3", "c7"]) + "\n"
     items = rows(write(tmp_path, "y.csv", repeated), "csv", max_line_bytes=1 << 20)
     assert items == [(1, RowError(1, None, "CSV header repeats column(s) c3, c7"))]
+
+
+def test_100k_columns_are_refused_by_the_header_alone(tmp_path: Path) -> None:
+    """100,000 columns took over 600 s when the header check was quadratic; now the header's
+    width is refused before any row is read, naming the limit."""
+    line = ",".join(f"c{i}" for i in range(100_000)) + "\n"
+    items = rows(write(tmp_path, "x.csv", line + line * 3), "csv", max_line_bytes=1 << 21)
+    message = f"CSV header has 100000 columns, over the limit of {MAX_COLUMNS}"
+    assert items == [(1, RowError(1, None, message, "too_many_columns"))]
+
+
+def test_rows_with_more_fields_than_the_limit_are_row_errors(tmp_path: Path) -> None:
+    wide = {f"f{i}": i for i in range(MAX_COLUMNS + 1)}
+    message = f"row has {MAX_COLUMNS + 1} fields, over the limit of {MAX_COLUMNS}"
+    jsonl = json.dumps(wide) + "\n" + json.dumps({"a": 1}) + "\n"
+    items = rows(write(tmp_path, "x.jsonl", jsonl), "jsonl", max_line_bytes=1 << 20)
+    assert items == [(1, RowError(1, None, message, "too_many_columns")), (2, {"a": 1})]
+    items = rows(write(tmp_path, "x.json", json.dumps([wide, {"a": 1}])), "json")
+    assert items == [(1, RowError(1, None, message, "too_many_columns")), (2, {"a": 1})]
+    columns = {f"f{i}": [i] for i in range(MAX_COLUMNS + 1)}
+    items = rows(write(tmp_path, "c.json", json.dumps(columns)), "json")
+    assert [(line, e.kind) for line, e in items] == [(0, "too_many_columns")]  # type: ignore[union-attr]
+    table = pa.table({f"f{i}": [i] for i in range(MAX_COLUMNS + 1)})
+    pq.write_table(table, tmp_path / "x.parquet")
+    items = rows(tmp_path / "x.parquet", "parquet")
+    assert [(line, e.kind) for line, e in items] == [(0, "too_many_columns")]  # type: ignore[union-attr]
+
+
+def test_nesting_past_the_parsers_is_a_row_error_not_a_crash(tmp_path: Path) -> None:
+    """100,000 nested arrays: orjson stops at 1,024 levels, Python's parser at its stack; the
+    row is an error naming the limit, and the rows around it still read."""
+    deep = '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    text = '{"a": 1}\n' + deep + '\n{"b": 2}\n'
+    items = rows(write(tmp_path, "x.jsonl", text), "jsonl", max_line_bytes=1 << 20)
+    message = f"arrays and objects nested deeper than {MAX_ROW_DEPTH} levels (the limit)"
+    assert items == [(1, {"a": 1}), (2, RowError(2, None, message, "too_deep")), (3, {"b": 2})]
+    items = rows(write(tmp_path, "x.json", "[" + deep + "]"), "json")
+    assert items == [(0, RowError(0, None, message, "too_deep"))]
+    cell = '"' + "[" * 100_000 + "]" * 100_000 + '"'
+    items = rows(write(tmp_path, "x.csv", f"messages\n{cell}\n"), "csv", max_line_bytes=1 << 20)
+    assert items == [(2, {"messages": "[" * 100_000 + "]" * 100_000})]  # text: the kind says
+
+
+def test_big_integers_are_read_exactly_again_and_found(tmp_path: Path) -> None:
+    """orjson reads an integer past 64 bits as a float; `exact_jsonl_rows` reads the lines
+    again with the standard library, and `out_of_range` names the field."""
+    text = '{"a": 1}\n{"n": {"m": [1, 123456789012345678901234]}}\n{"k": -9223372036854775809}\n'
+    path = write(tmp_path, "x.jsonl", text)
+    assert rows(path, "jsonl")[1] == (2, {"n": {"m": [1, 1.2345678901234568e23]}})
+    exact = dict(exact_jsonl_rows(path, {2, 3}, 1000))
+    assert exact == {2: {"n": {"m": [1, 123456789012345678901234]}}, 3: {"k": -(2**63) - 1}}
+    found = [out_of_range(line, row) for line, row in exact.items()]  # type: ignore[arg-type]
+    assert [(e.line, e.field, e.kind) for e in found if e] == [
+        (2, "n.m[1]", "out_of_range"),
+        (3, "k", "out_of_range"),
+    ]
+    assert out_of_range(1, {"a": 2**64 - 1, "b": -(2**63), "c": [1.5e300]}) is None
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,11 @@ quoting error, a file pyarrow cannot read) is the last item.
 No row ever holds NaN or an infinite number (JSON has neither): JSONL and JSON refuse them
 when parsing, a CSV cell that would hold one stays text, and a Parquet row with one is a
 `RowError`. So a row can be written back as JSON without checking its numbers again.
+
+Bounds: a row has at most `MAX_COLUMNS` fields (a CSV header or a Parquet schema at most as
+many columns, checked before any row is read); a row nested deeper than the JSON parser goes
+is a `RowError`, never a RecursionError. What a row's values must fit to be stored (64-bit
+integers, `MAX_ROW_DEPTH` levels) is checked where rows are written (`server.datasets`).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from thinker.data.validation import (
     finite_float,
     json_type,
     not_text_problem,
+    too_deep,
 )
 from thinker.errors import NotTextError
 
@@ -73,6 +79,8 @@ JSON_COLUMNS = (
     "tests",
 )  # CSV cells that may hold JSON
 PARQUET_BATCH_ROWS = 1024
+MAX_COLUMNS = 1000  # fields of a row, columns of a CSV header or a Parquet schema
+INT_RANGE = (-(2**63), 2**64 - 1)  # the integers a row holds exactly (orjson's)
 _SKIP_CHUNK = 1 << 16  # how much of an over-long line is read (and dropped) at a time
 
 
@@ -144,7 +152,12 @@ def _jsonl_rows(path: Path, max_line_bytes: int) -> Iterator[Item]:
                 except orjson.JSONDecodeError:
                     yield line, _parse_line_slowly(line, raw)
                     continue
-                yield line, row if type(row) is dict else _parse_line(line, raw)
+                if type(row) is not dict:
+                    yield line, _parse_line(line, raw)
+                elif len(row) > MAX_COLUMNS:
+                    yield line, too_many_fields(line, len(row))
+                else:
+                    yield line, row
 
 
 def _skip_line(f: BinaryIO) -> None:
@@ -167,6 +180,40 @@ def _bounded_lines(f: BinaryIO, limit: int) -> Iterator[bytes | None]:
 def _too_long(line: int, limit: int) -> RowError:
     message = f"line is longer than {limit} bytes (the server's limit)"
     return RowError(line, None, message, "too_long")
+
+
+def too_many_fields(line: int, count: int) -> RowError:
+    message = f"row has {count} fields, over the limit of {MAX_COLUMNS}"
+    return RowError(line, None, message, "too_many_columns")
+
+
+def exact_jsonl_rows(path: Path, lines: set[int], max_line_bytes: int) -> Iterator[Item]:
+    """The rows of `lines` (numbered as `read_rows` numbers them), parsed by the standard
+    library, which keeps an integer past 64 bits exact where orjson makes it a float."""
+    with open(path, "rb") as f:
+        for line, raw in enumerate(_bounded_lines(f, max_line_bytes), start=1):
+            if line in lines and raw is not None:
+                yield line, _parse_line_slowly(line, raw)
+
+
+def out_of_range(line: int, row: dict[str, object]) -> RowError | None:
+    """The first integer of `row` that a row cannot hold exactly (see `INT_RANGE`), or None."""
+    stack: list[tuple[str, object]] = [(str(k), v) for k, v in reversed(row.items())]
+    while stack:  # not recursive: a row may be nested deeper than Python's stack
+        place, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{place}.{k}", v) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((f"{place}[{i}]", v) for i, v in reversed([*enumerate(value)]))
+        elif isinstance(value, int) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
+            digits = str(value)
+            shown = digits if len(digits) <= 24 else f"{digits[:20]}... ({len(digits)} digits)"
+            message = (
+                f"integer {shown} is outside the 64-bit range ({INT_RANGE[0]} to "
+                f"{INT_RANGE[1]}) that JSON readers hold exactly: write it as a string"
+            )
+            return RowError(line, place, message, "out_of_range")
+    return None
 
 
 def _first_lines(f: BinaryIO, limit: int) -> list[bytes]:
@@ -230,6 +277,10 @@ def _csv_records(reader: _reader) -> Iterator[Item]:
         yield FILE_LEVEL, RowError(FILE_LEVEL, None, "CSV file has no header line", "no_rows")
         return
     columns = [h.strip() for h in header]
+    if len(columns) > MAX_COLUMNS:
+        message = f"CSV header has {len(columns)} columns, over the limit of {MAX_COLUMNS}"
+        yield 1, RowError(1, None, message, "too_many_columns")
+        return
     if problem := _header_problem(columns):
         yield 1, RowError(1, None, problem)
         return
@@ -259,7 +310,7 @@ def _cell(column: str, text: str) -> object:
     if column in JSON_COLUMNS and text.lstrip()[:1] in ("[", "{"):
         try:
             return json.loads(text, parse_constant=_no_nan, parse_float=finite_float)
-        except ValueError:  # not JSON, or NaN / Infinity in it
+        except (ValueError, RecursionError):  # not JSON, NaN / Infinity in it, too deep
             return text  # the kind's validator reports the wrong type, with the line
     return text
 
@@ -280,6 +331,9 @@ def _json_rows(path: Path) -> Iterator[Item]:
         return
     except ValueError as e:  # NaN / Infinity
         yield FILE_LEVEL, RowError(FILE_LEVEL, None, f"malformed JSON: {e}", "malformed_json")
+        return
+    except RecursionError:
+        yield FILE_LEVEL, too_deep(FILE_LEVEL)
         return
     if isinstance(document, list):
         yield from _array_rows(document)
@@ -306,7 +360,9 @@ def _json_problem(e: json.JSONDecodeError) -> str:
 
 def _array_rows(items: list[object]) -> Iterator[Item]:
     for number, item in enumerate(items, start=1):
-        if isinstance(item, dict):
+        if isinstance(item, dict) and len(item) > MAX_COLUMNS:
+            yield number, too_many_fields(number, len(item))
+        elif isinstance(item, dict):
             yield number, item
         else:
             message = f"row is a JSON {json_type(item)}, expected an object"
@@ -314,6 +370,10 @@ def _array_rows(items: list[object]) -> Iterator[Item]:
 
 
 def _column_rows(columns: dict[str, object]) -> Iterator[Item]:
+    if len(columns) > MAX_COLUMNS:
+        message = f"the JSON object has {len(columns)} columns, over the limit of {MAX_COLUMNS}"
+        yield FILE_LEVEL, RowError(FILE_LEVEL, None, message, "too_many_columns")
+        return
     lengths = {k: len(v) if isinstance(v, list) else None for k, v in columns.items()}
     if None in lengths.values() or len(set(lengths.values())) > 1:
         shapes = ", ".join(
@@ -337,7 +397,12 @@ def _parquet_rows(path: Path) -> Iterator[Item]:
 
     number = 0
     try:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+        table = pq.ParquetFile(path)
+        if (width := len(table.schema_arrow)) > MAX_COLUMNS:
+            message = f"the table has {width} columns, over the limit of {MAX_COLUMNS}"
+            yield FILE_LEVEL, RowError(FILE_LEVEL, None, message, "too_many_columns")
+            return
+        for batch in table.iter_batches(batch_size=PARQUET_BATCH_ROWS):
             for row in batch.to_pylist():
                 number += 1
                 yield number, _plain_row(number, row)

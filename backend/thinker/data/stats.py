@@ -22,6 +22,7 @@ p95 and the histogram) and the first `MAX_EXAMPLE_LINES` line numbers of each fi
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -605,6 +606,9 @@ def cached_stats(path: Path, kind: str, options: RenderOptions) -> DatasetStats:
     try:
         temp.write_text(stats.model_dump_json())
         temp.replace(cache)  # atomic: a concurrent reader sees no file or the whole of it
+    except OSError as e:  # a full disk: the statistics are right, only not kept
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
     finally:
         temp.unlink(missing_ok=True)
     return stats

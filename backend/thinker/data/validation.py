@@ -12,7 +12,8 @@ what an editor shows. Indices inside `messages` are 0-based, as in Python and JS
 Lines are parsed with orjson, several times faster than the standard library; a line orjson
 refuses is parsed again with `json`, whose messages name the problem and which alone accepts
 what JSON allows and orjson does not (a lone UTF-16 surrogate escape, which the server then
-refuses to store). One difference is left: an integer past 2**64 becomes a float.
+refuses to store). One difference is left: an integer past 64 bits becomes a float (the
+server finds those rows again and refuses them: `thinker.server.datasets.scan`).
 
 `ErrorSummary` and `DuplicateFinder` are the parts of the server's whole-file validation
 (`thinker.server.datasets.convert`) that do not depend on the dataset's kind.
@@ -53,12 +54,16 @@ ErrorKind = Literal[
     "empty",  # "", [] or {} where allow_empty is False
     "invalid_value",  # right type, wrong value (an unknown role, no assistant message)
     "too_long",  # a line (or a row as JSON) over the server's limit
+    "too_deep",  # arrays and objects nested deeper than the limit
+    "too_many_columns",  # a row with more fields (a file with more columns) than the limit
+    "out_of_range",  # an integer past 64 bits, which JSON readers do not hold exactly
     "duplicate",  # the same row as an earlier one, byte for byte once normalised
 ]
 
 ROLES = ("system", "user", "assistant", "tool")
 FILE_LEVEL = 0  # the `line` of an error about the whole file
 SNIFF_BYTES = 8192  # the start of a file that tells text from binary
+MAX_ROW_DEPTH = 254  # levels of arrays and objects in a row: what orjson writes
 BINARY_SHARE = 0.3  # of those bytes not text (not UTF-8, or controls): binary
 # Control characters that text holds: backspace, tab, newline, vertical tab, form feed, CR, ESC
 _TEXT_CONTROLS = frozenset(b"\b\t\n\v\f\r\x1b")
@@ -294,11 +299,18 @@ def _parse_line_slowly(line: int, raw: bytes) -> dict[str, object] | RowError:
         return RowError(line, None, f"malformed JSON: {e.msg} (column {e.colno})", "malformed_json")
     except ValueError as e:  # NaN / Infinity, which JSON does not allow
         return RowError(line, None, f"malformed JSON: {e}", "malformed_json")
+    except RecursionError:  # past orjson's 1,024 levels, and then past Python's stack
+        return too_deep(line)
     if not isinstance(value, dict):
         return RowError(
             line, None, f"row is a JSON {json_type(value)}, expected an object", "not_object"
         )
     return value
+
+
+def too_deep(line: int) -> RowError:
+    message = f"arrays and objects nested deeper than {MAX_ROW_DEPTH} levels (the limit)"
+    return RowError(line, None, message, "too_deep")
 
 
 def finite_float(text: str) -> float:

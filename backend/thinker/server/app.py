@@ -6,17 +6,21 @@ the built dashboard at /.
 
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import socketio
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from thinker import __version__
@@ -31,7 +35,9 @@ from thinker.errors import (
     StorageError,
     ThinkerError,
 )
+from thinker.server import limits
 from thinker.server.deps import require_token
+from thinker.server.openapi_doc import document_errors
 from thinker.server.platform import Platform
 from thinker.server.settings import Settings
 
@@ -45,6 +51,8 @@ _STATUS: list[tuple[type[ThinkerError], int]] = [
     (StorageError, 507),  # disk full or not writable
     (BackendError, 503),  # a backend that cannot serve now: no Tinker key, unreachable
 ]
+API_PREFIXES = ("api", "v1", "socket.io")  # paths the dashboard never answers
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 def create_app(settings: Settings | None = None) -> Any:
@@ -80,6 +88,7 @@ def create_app(settings: Settings | None = None) -> Any:
     )
     _add_error_handlers(app)
     _add_routes(app)
+    document_errors(app)  # error statuses and bodies in the OpenAPI document
     if settings.static_dir is not None and settings.static_dir.is_dir():
         app.mount("/", DashboardFiles(directory=settings.static_dir, html=True), name="dashboard")
     from thinker.server.events import register_socket_handlers
@@ -95,13 +104,22 @@ class DashboardFiles(StaticFiles):
     app's own routes (/training/job_..., /models) load on a reload or a shared link."""
 
     async def get_response(self, path: str, scope: Any) -> Any:
+        if _is_api_path(scope["path"]):
+            raise StarletteHTTPException(404)  # app.py's handler: a JSON 404, or 405
         try:
             return await super().get_response(path, scope)
         except StarletteHTTPException as e:
-            api = path.split("/", 1)[0] in ("api", "v1", "socket.io")
-            if e.status_code != 404 or api or "." in path.rsplit("/", 1)[-1]:
-                raise  # an unknown API path or a missing asset stays a 404
+            if e.status_code != 404 or "." in path.rsplit("/", 1)[-1]:
+                raise  # a missing asset stays a 404
             return await super().get_response("index.html", scope)
+
+
+def _is_api_path(path: str) -> bool:
+    """Whether `path` is under /api, /v1 or /socket.io, as sent (`/api/..%2f..` included) or
+    once normalised (`/x/../api`)."""
+    sent = path.lstrip("/").split("/", 1)[0]
+    normalised = posixpath.normpath("/" + path).lstrip("/").split("/", 1)[0]
+    return sent in API_PREFIXES or normalised in API_PREFIXES
 
 
 def _origin_check(settings: Settings) -> Any:
@@ -136,47 +154,94 @@ def _add_routes(app: FastAPI) -> None:
     )
     from thinker.server.routes import settings as settings_routes
 
+    # Every route checks the token, then the request's bounds (limits.py); the text of
+    # prompts and dataset rows never reaches the database, so it may hold any control but NUL.
+    checked = [Depends(limits.check_request)]
+    free_text = [Depends(limits.check_free_text_request)]
     api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
     routers = (
-        health,
-        base_models,
-        datasets,
-        dataset_import,
-        dataset_insights,
-        jobs,
-        models,
-        sampling,
-        settings_routes,
-        tokens,
+        (health, checked),
+        (base_models, checked),
+        (datasets, free_text),
+        (dataset_import, checked),
+        (dataset_insights, checked),
+        (jobs, checked),
+        (models, checked),
+        (sampling, free_text),
+        (settings_routes, checked),
+        (tokens, checked),
     )
-    for module in routers:
-        api.include_router(module.router)
+    for module, bounds in routers:
+        api.include_router(module.router, dependencies=bounds)
     app.include_router(api)
-    app.include_router(openai.router, dependencies=[Depends(require_token)])
+    app.include_router(openai.router, dependencies=[Depends(require_token), *free_text])
 
 
 def _add_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ThinkerError)
-    async def _thinker_error(request: Request, exc: ThinkerError) -> JSONResponse:
-        status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 400)
-        body: dict[str, Any] = {"detail": str(exc).split("\n")[0]}
-        if isinstance(exc, ConfigError):
-            body["problems"] = exc.problems
-        if isinstance(exc, DatasetError) and getattr(exc, "errors", None):
-            body["errors"] = exc.errors  # type: ignore[attr-defined]
-            body["error_count"] = getattr(exc, "error_count", len(body["errors"]))
-            body["error_counts"] = getattr(exc, "error_counts", {})
-        if getattr(exc, "detection", None) is not None:
-            body["detection"] = exc.detection  # type: ignore[attr-defined]
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        if isinstance(exc, OverloadedError):
-            headers = {"Retry-After": str(max(1, round(exc.retry_after)))}
-        return JSONResponse(body, status_code=status, headers=headers)
+    app.add_exception_handler(ThinkerError, _thinker_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(OSError, _os_error)  # type: ignore[arg-type]
+    app.add_exception_handler(DBAPIError, _os_error)  # type: ignore[arg-type]
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        return JSONResponse(
-            {"detail": "invalid request: " + "; ".join(problems), "problems": problems},
-            status_code=422,
-        )
+
+async def _thinker_error(request: Request, exc: ThinkerError) -> JSONResponse:
+    status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 400)
+    body: dict[str, Any] = {"detail": str(exc).split("\n")[0]}
+    if isinstance(exc, ConfigError):
+        body["problems"] = exc.problems
+    if isinstance(exc, DatasetError) and getattr(exc, "errors", None):
+        body["errors"] = exc.errors  # type: ignore[attr-defined]
+        body["error_count"] = getattr(exc, "error_count", len(body["errors"]))
+        body["error_counts"] = getattr(exc, "error_counts", {})
+    if getattr(exc, "detection", None) is not None:
+        body["detection"] = exc.detection  # type: ignore[attr-defined]
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, OverloadedError):
+        headers = {"Retry-After": str(max(1, round(exc.retry_after)))}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+    return JSONResponse(
+        {"detail": "invalid request: " + "; ".join(problems), "problems": problems},
+        status_code=422,
+    )
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Any:
+    """A body too deep to parse is a 422 naming the limit; a path that other methods serve
+    is a 405 whose `Allow` lists them all (Starlette names the first route's only)."""
+    if (problem := limits.parse_problem(exc.__cause__)) is not None:
+        return await _thinker_error(request, limits.limit_error([problem]))
+    if exc.status_code in (404, 405):
+        allowed = _allowed_methods(request)
+        if allowed and request.method not in allowed:
+            headers = {"Allow": ", ".join(allowed)}
+            return JSONResponse({"detail": "Method Not Allowed"}, status_code=405, headers=headers)
+    return await http_exception_handler(request, exc)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The documented methods of the path template this request's path fits, the most literal
+    first (`/api/datasets/detect` before `/api/datasets/{dataset_id}`); none for a path the
+    OpenAPI document does not hold (the dashboard's, /docs)."""
+    path = request.scope["path"]
+    fits = [
+        (template.count("{"), operations)
+        for template, operations in request.app.openapi()["paths"].items()
+        if re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", template), path)
+    ]
+    if not fits:
+        return []
+    operations = min(fits, key=lambda fit: fit[0])[1]
+    return [m for m in METHODS if m.lower() in operations]
+
+
+async def _os_error(request: Request, exc: Exception) -> JSONResponse:
+    """A full disk anywhere is a 507 that says so; any other error stays a 500."""
+    if not limits.is_disk_full(exc):
+        raise exc
+    detail = f"{limits.DISK_FULL}: nothing was stored; free disk space on the server"
+    return JSONResponse({"detail": detail}, status_code=507)

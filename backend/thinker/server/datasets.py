@@ -14,6 +14,9 @@ and nothing is inserted, so a rejected upload leaves nothing behind.
 The scan streams: memory holds a batch of rows, the duplicate filter (16 MiB) and a block
 of its bookkeeping, whatever the file's size (a JSON document, parsed whole, aside).
 
+A full disk is a `StorageError` (507) with nothing kept; a stored file that is gone or not
+the size it was stored at is a `DamagedError` (503) when it is read, never an empty dataset.
+
 Only server-made ids name files. The uploaded filename and the dataset's name are labels.
 """
 
@@ -38,7 +41,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from thinker.data.detect import Detection, apply_mapping, detect_file, mapping_problems
-from thinker.data.formats import Format, Item, detect_format, read_rows
+from thinker.data.formats import (
+    Format,
+    Item,
+    detect_format,
+    exact_jsonl_rows,
+    out_of_range,
+    read_rows,
+)
 from thinker.data.loading import check_conversation_row
 from thinker.data.preferences import check_pair
 from thinker.data.problems import check_problem_row
@@ -48,15 +58,18 @@ from thinker.data.validation import (
     DuplicateFinder,
     ErrorSummary,
     RowError,
+    too_deep,
 )
 from thinker.errors import (
     ConfigError,
     ConflictError,
+    DamagedError,
     DatasetError,
     NotFoundError,
     NotTextError,
     ThinkerError,
 )
+from thinker.server.limits import check_name, storage_guard
 from thinker.server.settings import Settings
 from thinker.store import Dataset, Job, Model, new_id, now
 
@@ -139,6 +152,31 @@ def dataset_file(settings: Settings, dataset_id: str) -> Path:
     return settings.datasets_dir / f"{dataset_id}.jsonl"
 
 
+def stored_file(settings: Settings, dataset: Dataset) -> Path:
+    """A dataset's JSONL, checked to be on disk at the size it was stored at.
+
+    Raises:
+        DamagedError: The file is gone or its size changed (503: the request is right, the
+            server's copy is not, and only restoring or uploading the data again helps).
+    """
+    path = dataset_file(settings, dataset.id)
+    where = path.relative_to(settings.data_dir) if path.is_relative_to(settings.data_dir) else path
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise DamagedError(
+            f"dataset {dataset.id}: its file {where} is missing on disk (removed outside "
+            "Thinker); restore the file, or upload the data again as a new dataset"
+        ) from None
+    if size != dataset.size_bytes:
+        raise DamagedError(
+            f"dataset {dataset.id}: its file {where} is {size} bytes on disk, not the "
+            f"{dataset.size_bytes} it was stored with (changed outside Thinker); restore the "
+            "file, or upload the data again as a new dataset"
+        )
+    return path
+
+
 # ---- storing -----------------------------------------------------------------------------
 
 
@@ -158,7 +196,7 @@ async def store_upload(
         UploadTooLarge: The file is over `max_upload_mb`.
         UploadRejected: A row is bad, or the file needs a mapping or kind to be confirmed.
     """
-    label = (filename or "upload")[:FILENAME_CHARS]
+    label = check_name("filename", (filename or "upload")[:FILENAME_CHARS])
     async with received(platform.settings, file) as raw:
         return await store_file(
             platform,
@@ -177,7 +215,8 @@ async def received(settings: Settings, file: BinaryIO) -> AsyncIterator[Path]:
     when the block ends."""
     raw = _temp_path(settings)
     try:
-        await asyncio.to_thread(_copy_limited, file, raw, settings.max_upload_mb)
+        with storage_guard("the upload"):
+            await asyncio.to_thread(_copy_limited, file, raw, settings.max_upload_mb)
         yield raw
     finally:
         raw.unlink(missing_ok=True)
@@ -237,22 +276,25 @@ async def _store(
     plan: Plan,
     extra: dict[str, Any],
 ) -> Dataset:
-    """Convert `source` into the datasets directory, then insert its row."""
+    """Convert `source` into the datasets directory, then insert its row; on any failure
+    (a full disk included: StorageError) neither is kept."""
     dataset_id = new_id("ds")
     target = dataset_file(platform.settings, dataset_id)
     temp = _temp_path(platform.settings)
     try:
-        stored = await asyncio.to_thread(convert, source, plan, temp, platform.settings)
-        temp.replace(target)  # atomic: readers see no file or the whole of it
+        with storage_guard(f"dataset {name!r}"):
+            stored = await asyncio.to_thread(convert, source, plan, temp, platform.settings)
+            temp.replace(target)  # atomic: readers see no file or the whole of it
     finally:
         temp.unlink(missing_ok=True)
     dataset = Dataset(
         id=dataset_id, name=name, filename=filename, created_at=now(), **stored.columns(), **extra
     )
     try:
-        async with platform.sessions() as session:
-            session.add(dataset)
-            await session.commit()
+        with storage_guard(f"dataset {name!r}"):
+            async with platform.sessions() as session:
+                session.add(dataset)
+                await session.commit()
     except BaseException:
         target.unlink(missing_ok=True)  # no row, so no file either
         raise
@@ -374,12 +416,13 @@ def detect_and_validate(
     kind = kind or detection.kind
     mapping = detection.mapping if mapping is None else mapping
     plan = Plan(detection.format, kind, mapping)  # type: ignore[arg-type]
-    temp = _temp_path(settings)
+    temp, check_kind = _temp_path(settings), kind is not None or bool(mapping)
     try:
-        try:
-            found = scan(path, plan, temp, settings, check_kind=kind is not None or bool(mapping))
-        except UploadRejected:  # the mapped rows fit no kind: check what every row needs
-            found = scan(path, plan, temp, settings, check_kind=False)
+        with storage_guard("the checked copy of the file"):
+            try:
+                found = scan(path, plan, temp, settings, check_kind=check_kind)
+            except UploadRejected:  # the mapped rows fit no kind: check what every row needs
+                found = scan(path, plan, temp, settings, check_kind=False)
     finally:
         temp.unlink(missing_ok=True)
     errors = found.errors
@@ -460,6 +503,9 @@ def scan(
         written = _write_checked(items, check, out, finder, settings)
         out.flush()  # the finder reads rows back from the file
         written.errors = written.errors.merged(_duplicates(finder))
+    if written.suspects and plan.format == "jsonl":
+        found = _inexact_integers(source, written.suspects, settings.max_line_bytes)
+        written.errors = written.errors.merged(found)
     return Scan(kind, written.rows, written.size, written.digest, written.errors)
 
 
@@ -469,6 +515,7 @@ class _Written:
     size: int
     digest: str
     errors: ErrorSummary
+    suspects: list[int]  # lines whose canonical form has a large float (see `_flush`)
 
 
 def _write_checked(
@@ -485,6 +532,7 @@ def _write_checked(
     rows = size = 0
     batch: list[bytes] = []
     lines: list[int] = []
+    suspects: list[int] = []
     max_rows, max_bytes = settings.max_rows, settings.max_line_bytes
     plain = getattr(check, "plain", None)
     dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
@@ -511,18 +559,31 @@ def _write_checked(
         batch.append(data)
         lines.append(line)
         if len(batch) == WRITE_BATCH_ROWS:
-            size += _flush(batch, lines, out, digest, finder)
-    size += _flush(batch, lines, out, digest, finder)
+            size += _flush(batch, lines, out, digest, finder, suspects)
+    size += _flush(batch, lines, out, digest, finder, suspects)
     if rows == 0 and not errors.count:
         errors.add([RowError(FILE_LEVEL, None, "file has no rows", "no_rows")])
-    return _Written(rows, size, digest.hexdigest(), errors)
+    return _Written(rows, size, digest.hexdigest(), errors, suspects)
 
 
 def _flush(
-    batch: list[bytes], lines: list[int], out: BinaryIO, digest: Any, finder: DuplicateFinder
+    batch: list[bytes],
+    lines: list[int],
+    out: BinaryIO,
+    digest: Any,
+    finder: DuplicateFinder,
+    suspects: list[int],
 ) -> int:
-    """Write a batch of rows; how many bytes that was."""
+    """Write a batch of rows; how many bytes that was.
+
+    orjson reads an integer past 64 bits as a float, and writes a float of 1e16 or more with
+    an exponent (`1.2345678901234568e+23`): the lines of rows whose canonical form holds `e+`
+    go to `suspects`, for `_inexact_integers` to read again exactly. One search of the whole
+    batch keeps that off the per-row path.
+    """
     data = b"".join(batch)
+    if b"e+" in data:
+        suspects.extend(line for line, row in zip(lines, batch, strict=True) if b"e+" in row)
     out.write(data)
     digest.update(data)
     finder.add_rows(batch, lines)
@@ -542,6 +603,17 @@ def _first_row_kind(source: Path, plan: Plan, max_line_bytes: int) -> str:
         if not isinstance(row, RowError):
             return infer_kind(line, apply_mapping(row, plan.mapping))
     return "chat"  # no row parses: the scan reports why, whatever the kind
+
+
+def _inexact_integers(source: Path, lines: list[int], max_line_bytes: int) -> ErrorSummary:
+    """The `lines` of a JSONL file that hold an integer past 64 bits, read by the standard
+    library (which keeps it exact), each an `out_of_range` error: stored, it would have been
+    a float, silently another number."""
+    found = ErrorSummary(MAX_REPORTED_ERRORS)
+    for line, row in exact_jsonl_rows(source, set(lines), max_line_bytes):
+        if type(row) is dict and (error := out_of_range(line, row)) is not None:
+            found.add((error,))
+    return found
 
 
 def _duplicates(finder: DuplicateFinder) -> ErrorSummary:
@@ -570,31 +642,26 @@ def _summary(errors: ErrorSummary, rows: int, fmt: Format) -> str:
 
 def encode_row(line: int, row: dict[str, object], max_bytes: int) -> tuple[bytes, RowError | None]:
     """The row as one canonical JSONL line (orjson's compact form, newline included), or why
-    it cannot be one."""
+    it cannot be one: too long, an integer past 64 bits, nested deeper than MAX_ROW_DEPTH, or
+    a lone UTF-16 surrogate (each of which orjson refuses to write)."""
     try:
         data = orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
-    except orjson.JSONEncodeError:
-        return _encode_slowly(line, row, max_bytes)
+    except orjson.JSONEncodeError as e:
+        return b"", _unwritable(line, row, str(e))
     if len(data) > max_bytes + 1:
         message = f"row is {len(data) - 1} bytes as JSON, over the limit of {max_bytes}"
         return b"", RowError(line, None, message, "too_long")
     return data, None
 
 
-def _encode_slowly(
-    line: int, row: dict[str, object], max_bytes: int
-) -> tuple[bytes, RowError | None]:
-    """What orjson refuses: an integer past 64 bits (written by `json` in the same compact
-    form), or a lone UTF-16 surrogate (not text at all)."""
-    try:
-        text = json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        data = text.encode("utf-8") + b"\n"
-    except UnicodeEncodeError:  # a lone surrogate, which JSON's \\u escapes can spell
-        return b"", RowError(line, None, "holds a lone UTF-16 surrogate, which is not text")
-    if len(data) > max_bytes + 1:
-        message = f"row is {len(data) - 1} bytes as JSON, over the limit of {max_bytes}"
-        return b"", RowError(line, None, message, "too_long")
-    return data, None
+def _unwritable(line: int, row: dict[str, object], reason: str) -> RowError:
+    if (error := out_of_range(line, row)) is not None:
+        return error
+    if "surrogate" in reason:  # JSON's \\u escapes can spell one; UTF-8 cannot
+        return RowError(line, None, "holds a lone UTF-16 surrogate, which is not text")
+    if "ecursion" in reason:
+        return too_deep(line)
+    return RowError(line, None, f"cannot be written as JSON: {reason}")
 
 
 def row_check(kind: DatasetKindName) -> RowCheck:
@@ -750,8 +817,9 @@ async def new_version(
         raise ConfigError(f"lines {bad[:10]} are not in dataset {parent.id} (1..{parent.num_rows})")
     temp = _temp_path(platform.settings)
     try:
-        source = dataset_file(platform.settings, parent.id)
-        await asyncio.to_thread(_write_edited, source, temp, edit)
+        source = stored_file(platform.settings, parent)
+        with storage_guard(f"the new version of dataset {parent.id}"):
+            await asyncio.to_thread(_write_edited, source, temp, edit)
         return await store_file(
             platform,
             temp,

@@ -31,6 +31,7 @@ import socketio
 
 from thinker.data.hf_import import HubRequest, Proposal, fetch_rows, propose_mapping, redact
 from thinker.errors import ConflictError, NotFoundError, ThinkerError
+from thinker.server.limits import storage_guard
 from thinker.server.settings import Settings
 from thinker.store import make_engine, migrate, new_id, session_factory, sqlite_url
 
@@ -85,15 +86,16 @@ async def import_dataset(
     temp = settings.datasets_dir / f".import-{secrets.token_hex(8)}.jsonl"
     progress = observer.progress if observer is not None else None
     try:
-        fetched = await asyncio.to_thread(
-            fetch_rows,
-            request,
-            temp,
-            token=token,
-            progress=progress,
-            max_rows=settings.max_rows,
-            stop=stop,
-        )
+        with storage_guard("the imported rows"):  # the temporary file fills the disk first
+            fetched = await asyncio.to_thread(
+                fetch_rows,
+                request,
+                temp,
+                token=token,
+                progress=progress,
+                max_rows=settings.max_rows,
+                stop=stop,
+            )
         proposal = await asyncio.to_thread(propose_mapping, temp, kind, mapping)
         if observer is not None:
             observer.proposed(proposal)

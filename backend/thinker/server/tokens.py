@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from thinker.errors import ConfigError, NotFoundError, ThinkerError
 from thinker.server.deps import hash_token
+from thinker.server.limits import check_name, storage_guard
 from thinker.server.settings import Settings
 from thinker.store import ApiToken, make_engine, migrate, new_id, session_factory, sqlite_url
 
@@ -41,13 +42,12 @@ def generate_token() -> str:
 
 
 def check_token_name(name: str) -> str:
-    """`name` stripped; refused when empty, too long or holding control characters."""
+    """`name` stripped; refused when empty, too long or not a name (`limits.check_name`:
+    control and bidirectional-override characters)."""
     name = name.strip()
-    if not name or len(name) > MAX_NAME_CHARS or not name.isprintable():
-        raise ConfigError(
-            f"a token name must be 1 to {MAX_NAME_CHARS} printable characters, got {len(name)}"
-        )
-    return name
+    if not name or len(name) > MAX_NAME_CHARS:
+        raise ConfigError(f"a token name must be 1 to {MAX_NAME_CHARS} characters, got {len(name)}")
+    return check_name("token name", name)
 
 
 async def create_token(session: AsyncSession, name: str) -> tuple[ApiToken, str]:
@@ -61,7 +61,8 @@ async def create_token(session: AsyncSession, name: str) -> tuple[ApiToken, str]
         revoked=False,
     )
     session.add(row)
-    await session.commit()
+    with storage_guard(f"token {row.name!r}"):
+        await session.commit()
     return row, token
 
 

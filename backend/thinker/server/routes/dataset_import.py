@@ -15,6 +15,7 @@ from thinker.data.hf_import import NAME_PART, HubRequest, HubSourceError, resolv
 from thinker.server import imports
 from thinker.server.datasets import NAME_CHARS, DatasetKindName
 from thinker.server.deps import PlatformDep
+from thinker.server.limits import Name
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -39,7 +40,7 @@ class DatasetImportCreate(BaseModel):
     token: SecretStr | None = Field(None, max_length=500)  # for this request only, never kept
     limit: int | None = Field(None, ge=1)  # at most this many rows in all
     mapping: dict[FieldName, FieldName] | None = Field(None, max_length=20)  # canonical: source
-    name: str | None = Field(None, max_length=NAME_CHARS)  # default: source:config/split
+    name: Name | None = Field(None, max_length=NAME_CHARS)  # default: source:config/split
     kind: DatasetKindName | None = None  # default: detected from the rows
 
 
@@ -59,7 +60,11 @@ class DatasetImportPublic(BaseModel):
     suggestions: list[str]  # detection's guesses for the user to check
 
 
-@router.post("/import", status_code=202)
+@router.post(
+    "/import",
+    status_code=202,
+    responses={409: {"description": "Imports are running at the limit already"}},
+)
 async def import_dataset(
     body: DatasetImportCreate, platform: PlatformDep, running: ImportsDep
 ) -> DatasetImportPublic:

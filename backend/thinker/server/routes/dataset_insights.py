@@ -22,7 +22,9 @@ from thinker.errors import ConfigError, NotFoundError
 from thinker.renderers import TrainOnWhat
 from thinker.server import datasets
 from thinker.server.deps import PlatformDep, SessionDep
+from thinker.server.limits import Offset
 from thinker.server.platform import Platform
+from thinker.server.routes.datasets import DAMAGED
 from thinker.store import Job
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
@@ -59,12 +61,12 @@ class DatasetPreview(BaseModel):
     rendered: list[PreviewRow]  # the same rows as training sees them
 
 
-@router.get("/{dataset_id}/preview")
+@router.get("/{dataset_id}/preview", responses=DAMAGED)
 async def read_dataset_preview(
     platform: PlatformDep,
     session: SessionDep,
     dataset_id: str,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
     base_model: BaseModelQuery = stats.DEFAULT_BASE_MODEL,
     renderer: RendererQuery = None,
@@ -74,7 +76,7 @@ async def read_dataset_preview(
     """Rows of a dataset from `offset`, as stored and rendered with trained tokens marked."""
     dataset = await datasets.get_dataset(session, dataset_id)
     options = await _options(platform, session, base_model, renderer, train_on_what, max_length)
-    path = datasets.dataset_file(platform.settings, dataset.id)
+    path = datasets.stored_file(platform.settings, dataset)
     rows = await datasets.preview_rows(path, offset, limit)
     numbered = [(offset + i + 1, row) for i, row in enumerate(rows)]
     rendering, rendered = await asyncio.to_thread(_render, numbered, dataset.kind, options)
@@ -93,7 +95,7 @@ async def read_dataset_preview(
     )
 
 
-@router.get("/{dataset_id}/stats")
+@router.get("/{dataset_id}/stats", responses=DAMAGED)
 async def read_dataset_stats(
     platform: PlatformDep,
     session: SessionDep,
@@ -106,7 +108,7 @@ async def read_dataset_stats(
     """Token statistics of a whole dataset rendered for training (computed once, then cached)."""
     dataset = await datasets.get_dataset(session, dataset_id)
     options = await _options(platform, session, base_model, renderer, train_on_what, max_length)
-    path = datasets.dataset_file(platform.settings, dataset.id)
+    path = datasets.stored_file(platform.settings, dataset)
     return await asyncio.to_thread(stats.cached_stats, path, dataset.kind, options)
 
 

@@ -27,6 +27,7 @@ from thinker.server.datasets import (
     too_large_message,
 )
 from thinker.server.deps import PlatformDep, SessionDep, require_token
+from thinker.server.limits import Name, Offset, json_problems, limit_error, too_deep
 
 # Room for the multipart headers and the form fields around the file; the file
 # itself is held to the exact limit as it is copied.
@@ -141,7 +142,7 @@ class DatasetVersionCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(None, max_length=datasets.NAME_CHARS)  # default: the parent's
+    name: Name | None = Field(None, max_length=datasets.NAME_CHARS)  # default: the parent's
     kind: DatasetKindName | None = None  # default: the parent's
     mapping: dict[str, str] | None = None  # applied to every row (same language as uploads)
     delete: list[int] = Field(default_factory=list, max_length=100_000)
@@ -204,21 +205,33 @@ def _mapping(text: str | None) -> dict[str, str] | None:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise HTTPException(422, f"mapping is not JSON: {e.msg}") from e
+    except RecursionError:
+        raise limit_error([too_deep("mapping")]) from None
+    if problems := json_problems(value, "mapping"):
+        raise limit_error(problems)
     if problems := detect.mapping_problems(value):
         raise HTTPException(422, f"invalid mapping: {'; '.join(problems)}")
     return value  # type: ignore[no-any-return]
+
+
+STORED = {507: {"description": "The disk is full: nothing was stored"}}
+DAMAGED = {503: {"description": "The dataset's file is missing on disk or changed size"}}
 
 
 @router.post(
     "",
     status_code=201,
     response_model=DatasetPublic,
-    responses={422: {"model": UploadRejectedPublic, "description": "rejected rows or fields"}},
+    responses={
+        404: {"description": "`parent_id` names no dataset"},
+        422: {"model": UploadRejectedPublic, "description": "rejected rows or fields"},
+        **STORED,
+    },
 )
 async def create_dataset(
     platform: PlatformDep,
     file: UploadFile,
-    name: Annotated[str | None, Form(max_length=datasets.NAME_CHARS)] = None,
+    name: Annotated[Name | None, Form(max_length=datasets.NAME_CHARS)] = None,
     kind: Annotated[DatasetKindName | None, Form()] = None,
     mapping: MappingForm = None,
     parent_id: Annotated[str | None, Form(max_length=32)] = None,
@@ -232,7 +245,11 @@ async def create_dataset(
     return DatasetPublic.model_validate(dataset)
 
 
-@router.post("/{dataset_id}/versions", status_code=201)
+@router.post(
+    "/{dataset_id}/versions",
+    status_code=201,
+    responses={409: {"description": "The edit changes nothing"}, **DAMAGED, **STORED},
+)
 async def create_dataset_version(
     platform: PlatformDep, dataset_id: str, body: DatasetVersionCreate
 ) -> DatasetPublic:
@@ -247,7 +264,7 @@ async def create_dataset_version(
     return DatasetPublic.model_validate(dataset)
 
 
-@router.post("/detect")
+@router.post("/detect", responses=STORED)
 async def detect_dataset(
     platform: PlatformDep,
     file: UploadFile,
@@ -267,7 +284,7 @@ async def detect_dataset(
 async def read_datasets(
     session: SessionDep,
     kind: DatasetKindName | None = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> DatasetsPublic:
     """List datasets, newest first, optionally of one kind."""
@@ -290,18 +307,22 @@ async def read_dataset(session: SessionDep, dataset_id: str) -> DatasetDetail:
     )
 
 
-@router.get("/{dataset_id}/download", response_class=FileResponse)
+@router.get("/{dataset_id}/download", response_class=FileResponse, responses=DAMAGED)
 async def download_dataset(
     platform: PlatformDep, session: SessionDep, dataset_id: str
 ) -> FileResponse:
     """The stored dataset as JSONL (one object a line)."""
     dataset = await datasets.get_dataset(session, dataset_id)
-    path = datasets.dataset_file(platform.settings, dataset.id)
+    path = datasets.stored_file(platform.settings, dataset)
     filename = (re.sub(r"[^A-Za-z0-9._-]+", "_", dataset.name).strip("._") or dataset.id) + ".jsonl"
     return FileResponse(path, media_type="application/x-ndjson", filename=filename)
 
 
-@router.delete("/{dataset_id}", status_code=204)
+@router.delete(
+    "/{dataset_id}",
+    status_code=204,
+    responses={409: {"description": "An unfinished job reads the dataset"}},
+)
 async def delete_dataset(platform: PlatformDep, dataset_id: str) -> None:
     """Delete a dataset and its file; refused (409) while an unfinished job reads it."""
     await datasets.remove_dataset(platform, dataset_id)

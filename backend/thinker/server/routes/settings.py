@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 
 from thinker.errors import ConfigError
 from thinker.server.deps import PlatformDep
+from thinker.server.limits import storage_guard
 from thinker.server.secrets import delete_secret, read_secret, write_secret
 
 router = APIRouter(prefix="/settings", tags=["settings"])
@@ -80,11 +81,14 @@ async def read_settings(platform: PlatformDep) -> SettingsPublic:
     )
 
 
-@router.put("/tinker-key")
+@router.put(
+    "/tinker-key", responses={507: {"description": "The disk is full: the old key is kept"}}
+)
 async def update_tinker_key(body: TinkerKeyUpdate, platform: PlatformDep) -> TinkerKeyStatus:
     """Store the Tinker API key server-side for Tinker jobs; it is never sent back."""
     check_tinker_key(body.api_key)
-    write_secret(platform.settings, TINKER_KEY, body.api_key.get_secret_value())
+    with storage_guard("the Tinker API key"):  # written whole or not at all (secrets.py)
+        write_secret(platform.settings, TINKER_KEY, body.api_key.get_secret_value())
     return TinkerKeyStatus(tinker_api_key_set=True)
 
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from thinker.server import tokens
-from thinker.server.deps import SessionDep
+from thinker.server.deps import PlatformDep, SessionDep
 from thinker.store import ApiToken
 
 router = APIRouter(prefix="/tokens", tags=["tokens"])
@@ -56,7 +56,11 @@ async def read_tokens(session: SessionDep) -> TokensPublic:
     return TokensPublic(data=[TokenPublic.of(r) for r in rows], count=len(rows))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    responses={507: {"description": "The disk is full: no token was made"}},
+)
 async def create_token(body: TokenCreate, session: SessionDep) -> TokenCreated:
     """Create a token; the response is the only place it is ever shown."""
     row, token = await tokens.create_token(session, body.name)
@@ -64,6 +68,8 @@ async def create_token(body: TokenCreate, session: SessionDep) -> TokenCreated:
 
 
 @router.delete("/{token_id}")
-async def revoke_token(token_id: str, session: SessionDep) -> TokenPublic:
-    """Revoke a token: every later request that carries it gets 401."""
-    return TokenPublic.of(await tokens.revoke_token(session, token_id))
+async def revoke_token(token_id: str, session: SessionDep, platform: PlatformDep) -> TokenPublic:
+    """Revoke a token: every later request that carries it gets 401, its sockets close."""
+    row = await tokens.revoke_token(session, token_id)
+    await platform.hub.disconnect_token(row.id)
+    return TokenPublic.of(row)
