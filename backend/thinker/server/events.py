@@ -8,15 +8,23 @@ A client emits `join_job` `{"job_id": ..., "after_seq": n}` (0 the first time, e
 number it saw) and receives, in order and without gaps, the events after n: first those
 already published, read back from `events.jsonl`, then the live ones. Replay and publishing
 take the same per-job lock, so no event falls between them or comes twice.
+
+A socket is tied to the token it connected with: revoking the token disconnects it (at once
+through `EventHub.disconnect_token`, else within `TOKEN_SWEEP_S`), and a socket whose token
+is revoked joins no room.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+import contextlib
+import logging
+from collections import OrderedDict, defaultdict
 from typing import TYPE_CHECKING, Any
 
 import socketio
+from engineio import packet as eio_packet
+from socketio import packet as sio_packet
 
 from thinker.errors import AuthError, NotFoundError
 from thinker.jobs.events import read_events
@@ -26,21 +34,48 @@ if TYPE_CHECKING:
 
     from thinker.server.platform import Platform
 
+log = logging.getLogger("thinker.events")
+
 JOBS_ROOM = "jobs"
+REPLAY_JOBS = 8  # jobs whose encoded events are kept in memory for replays (least recent go)
+TOKEN_SWEEP_S = 5.0  # how often sockets are checked against tokens revoked by another process
 
 
 def job_room(job_id: str) -> str:
     return f"job:{job_id}"
 
 
+class Gone(Exception):
+    """The client disconnected before its request was done."""
+
+
 class EventHub:
-    """Publishes what the job manager applies; replays what a (re)joining client missed."""
+    """Publishes what the job manager applies; replays what a (re)joining client missed.
+
+    Each event is encoded once and queued on each client's socket directly:
+    `AsyncServer.emit` encodes once too but starts a task per client and waits for them all,
+    which at 1,000 watchers made every event 1,000 tasks. Replays come from a per-job list of
+    the encoded events, read from `events.jsonl` on a job's first join and extended as events
+    are published, so that a thousand joins do not read and encode the file a thousand times.
+    """
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform
         self.sio: socketio.AsyncServer = platform.sio
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._published: dict[str, int] = {}  # job id -> last seq sent to its room
+        self._replay: OrderedDict[str, list[str]] = OrderedDict()  # job id -> packets of seq 1..n
+        self._tokens: dict[str, str] = {}  # sid -> id of the token it connected with
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._sweeper = asyncio.create_task(self._sweep_tokens(), name="thinker-token-sweep")
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
 
     def lock(self, job_id: str) -> asyncio.Lock:
         return self._locks[job_id]
@@ -49,29 +84,109 @@ class EventHub:
         """Everything up to `seq` is known published (called under the job's lock)."""
         self._published[job_id] = max(seq, self._published.get(job_id, 0))
 
+    # ---- publish and replay -------------------------------------------------------------
     async def publish(
         self, job_id: str, events: list[dict[str, Any]], snapshot: dict[str, Any]
     ) -> None:
         """Send `events` to the job's room, and its state changes to the jobs room (called
         under the job's lock, after they are applied to the database)."""
+        replay = self._replay.get(job_id)
         for event in events:
-            await self.sio.emit("job_event", {"job_id": job_id, **event}, room=job_room(job_id))
+            packet = self._encode("job_event", {"job_id": job_id, **event})
+            if replay is not None and event["seq"] == len(replay) + 1:
+                replay.append(packet)
+            await self._send(packet, self._room(job_room(job_id)))
             if event["type"] == "state":
                 state = {**snapshot, **event["data"], "seq": event["seq"], "time": event["time"]}
-                await self.sio.emit("job_state", state, room=JOBS_ROOM)
+                await self._send(self._encode("job_state", state), self._room(JOBS_ROOM))
         self.mark_published(job_id, events[-1]["seq"])
 
     async def join(self, sid: str, job_id: str, after_seq: int) -> int:
-        """Replay the events after `after_seq` to `sid`, then add it to the job's room."""
+        """Replay the events after `after_seq` to `sid`, then add it to the job's room.
+
+        Raises:
+            NotFoundError: No such job.
+            Gone: The client disconnected meanwhile.
+        """
         job = await self.platform.jobs.get(job_id)
         async with self.lock(job_id):
             upto = self._published.get(job_id, job.last_seq)
-            run_dir = self.platform.jobs.run_dir(job_id)
-            missed = await asyncio.to_thread(read_events, run_dir, after_seq, upto)
-            for event in missed:
-                await self.sio.emit("job_event", {"job_id": job_id, **event}, to=sid)
+            replay = await self._replay_to(job_id, upto)
+            eio_sid = self.sio.manager.eio_sid_from_sid(sid, "/")
+            if eio_sid is None:
+                raise Gone(sid)
+            for packet in replay[after_seq:upto]:
+                await self.sio.eio.send_packet(eio_sid, _message(packet))
             await self.sio.enter_room(sid, job_room(job_id))
         return upto
+
+    async def _replay_to(self, job_id: str, upto: int) -> list[str]:
+        """The job's encoded events, at least up to `upto` (read from the file as needed)."""
+        replay = self._replay.setdefault(job_id, [])
+        self._replay.move_to_end(job_id)
+        while len(self._replay) > REPLAY_JOBS:
+            self._replay.popitem(last=False)
+        if len(replay) < upto:
+            run_dir = self.platform.jobs.run_dir(job_id)
+            for event in await asyncio.to_thread(read_events, run_dir, len(replay), upto):
+                if event["seq"] == len(replay) + 1:  # numbered without gaps (jobs/events.py)
+                    replay.append(self._encode("job_event", {"job_id": job_id, **event}))
+        return replay
+
+    def _encode(self, name: str, data: dict[str, Any]) -> str:
+        """A Socket.IO EVENT packet for the default namespace, as text."""
+        encoded = self.sio.packet_class(sio_packet.EVENT, data=[name, data]).encode()
+        return str(encoded)
+
+    def _room(self, room: str) -> list[str]:
+        return [eio_sid for _, eio_sid in self.sio.manager.get_participants("/", room)]
+
+    async def _send(self, packet: str, eio_sids: list[str]) -> None:
+        # Queueing on an Engine.IO socket (an unbounded asyncio.Queue) never waits, so this
+        # loop does not yield: the clients' writers send once it is done.
+        message = _message(packet)
+        for eio_sid in eio_sids:
+            await self.sio.eio.send_packet(eio_sid, message)
+
+    # ---- tokens -------------------------------------------------------------------------
+    def connected(self, sid: str, token_id: str | None) -> None:
+        if token_id is not None:
+            self._tokens[sid] = token_id
+
+    def disconnected(self, sid: str) -> None:
+        self._tokens.pop(sid, None)
+
+    async def may_join(self, sid: str) -> bool:
+        """False when `sid` connected with a token that is now revoked."""
+        from thinker.server.deps import revoked_tokens
+
+        token_id = self._tokens.get(sid)
+        return token_id is None or not await revoked_tokens(self.platform, {token_id})
+
+    async def disconnect_token(self, token_id: str) -> int:
+        """Disconnect every socket that connected with `token_id`; how many there were."""
+        sids = [sid for sid, token in self._tokens.items() if token == token_id]
+        for sid in sids:
+            self._tokens.pop(sid, None)
+            await self.sio.disconnect(sid)
+        return len(sids)
+
+    async def _sweep_tokens(self) -> None:
+        """Disconnect sockets whose token was revoked elsewhere (`thinker token revoke`)."""
+        from thinker.server.deps import revoked_tokens
+
+        while True:
+            await asyncio.sleep(TOKEN_SWEEP_S)
+            try:
+                if self._tokens:
+                    for token_id in await revoked_tokens(self.platform, set(self._tokens.values())):
+                        await self.disconnect_token(token_id)
+            except Exception:  # keep sweeping: a database hiccup must not end it
+                log.exception("token sweep failed")
+
+
+def _message(packet: str) -> eio_packet.Packet:
+    return eio_packet.Packet(eio_packet.MESSAGE, packet)
 
 
 def register_socket_handlers(sio: socketio.AsyncServer, app: FastAPI) -> None:
@@ -87,9 +202,14 @@ def register_socket_handlers(sio: socketio.AsyncServer, app: FastAPI) -> None:
         token = auth.get("token") if isinstance(auth, dict) else None
         header = f"Bearer {token}" if token else environ.get("HTTP_AUTHORIZATION")
         try:
-            await check_token(platform(), header)
+            token_id = await check_token(platform(), header)
         except AuthError as e:
             raise socketio.exceptions.ConnectionRefusedError(str(e)) from None
+        platform().hub.connected(sid, token_id)
+
+    @sio.event
+    async def disconnect(sid: str, reason: Any = None) -> None:
+        platform().hub.disconnected(sid)
 
     @sio.event
     async def join_job(sid: str, data: Any) -> dict[str, Any]:
@@ -98,10 +218,14 @@ def register_socket_handlers(sio: socketio.AsyncServer, app: FastAPI) -> None:
         after = data.get("after_seq", 0)
         if not isinstance(after, int) or after < 0:
             return {"ok": False, "error": "after_seq must be a non-negative integer"}
+        if not await platform().hub.may_join(sid):
+            return {"ok": False, "error": "the token was revoked"}
         try:
             upto = await platform().hub.join(sid, data["job_id"], after)
         except NotFoundError as e:
             return {"ok": False, "error": str(e)}
+        except Gone:
+            return {"ok": False, "error": "disconnected"}
         return {"ok": True, "replayed_to": upto}
 
     @sio.event
@@ -112,5 +236,9 @@ def register_socket_handlers(sio: socketio.AsyncServer, app: FastAPI) -> None:
 
     @sio.event
     async def join_jobs(sid: str, data: Any = None) -> dict[str, Any]:
+        if not await platform().hub.may_join(sid):
+            return {"ok": False, "error": "the token was revoked"}
+        if not sio.manager.is_connected(sid, "/"):
+            return {"ok": False, "error": "disconnected"}
         await sio.enter_room(sid, JOBS_ROOM)
         return {"ok": True}

@@ -45,6 +45,7 @@ class Platform:
         if settings.register_examples:
             await register_examples(platform)
         platform.hub = EventHub(platform)
+        platform.hub.start()
         platform.pool = ModelPool(platform)
         platform.jobs = JobManager(platform)
         await platform.jobs.start()
@@ -53,5 +54,6 @@ class Platform:
     async def stop(self) -> None:
         """Stop watching workers (they keep running: a restart reattaches) and close up."""
         await self.jobs.stop()
+        await self.hub.stop()
         await self.pool.close()
         await self.engine.dispose()
