@@ -13,6 +13,7 @@ import asyncio
 import os
 import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,14 @@ DATABASES = ["sqlite", "postgresql"]
 @pytest.fixture(params=DATABASES)
 def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
     """None (SQLite in the data directory) or the URL of a fresh PostgreSQL database."""
-    if request.param == "sqlite":
+    with fresh_database(request.param) as url:
+        yield url
+
+
+@contextmanager
+def fresh_database(kind: str) -> Iterator[str | None]:
+    """None for SQLite; for PostgreSQL, the URL of a new database, dropped afterwards."""
+    if kind == "sqlite":
         yield None
         return
     admin = os.environ.get("THINKER_TEST_POSTGRES_URL")

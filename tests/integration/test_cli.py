@@ -413,7 +413,7 @@ def test_run_dispatches_to_the_rl_loop_and_records_its_held_out_reward(
 def test_sigterm_marks_the_run_interrupted_and_train_resumes_it(tmp_path: Path) -> None:
     """A real `python -m thinker train` killed mid-run: exit 130, then the same run resumes."""
     config = write_config(
-        tmp_path, training={"max_steps": 400, "save_every": 5, "eval_every": 0, "batch_size": 4}
+        tmp_path, training={"max_steps": 100, "save_every": 5, "eval_every": 0, "batch_size": 4}
     )
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     argv = [sys.executable, "-m", "thinker", "train", "--config", str(config), "--run-name", "r1"]
@@ -442,4 +442,4 @@ def test_sigterm_marks_the_run_interrupted_and_train_resumes_it(tmp_path: Path) 
     assert resumed.returncode == 0, resumed.stderr
     assert f'resumed: {{"step": {saved[-1]}' in resumed.stdout
     final = [json.loads(line)["step"] for line in checkpoints.read_text().splitlines()]
-    assert final[: len(saved)] == saved and final[-1] == 400
+    assert final[: len(saved)] == saved and final[-1] == 100
