@@ -129,6 +129,7 @@ def test_names_refuse_control_and_bidi_characters(client: TestClient, name: str)
         client.post(f"/api/datasets/{dataset}/versions", json={"name": name, "delete": [1]}),
         client.post("/api/tokens", json={"name": name}),
         client.post("/api/datasets/import", json={"source": "org/name", "name": name}),
+        client.post("/api/jobs", json={"algorithm": "dpo", "dataset_id": dataset, "name": name}),
     ]
     if "\u202e" in name:  # a multipart file name holds no control character
         attempts.append(upload(client, filename=name + ".jsonl"))
@@ -137,6 +138,7 @@ def test_names_refuse_control_and_bidi_characters(client: TestClient, name: str)
         assert f"U+{ord(name[[c.isprintable() for c in name].index(False)]):04X}" in response.text
     names = [d["name"] for d in client.get("/api/datasets").json()["data"]]
     assert names == ["pairs"]  # nothing stored
+    assert client.get("/api/jobs").json()["count"] == 0
     assert upload(client, name="Ünïcödé name, 名前 ✓").json()["name"] == "Ünïcödé name, 名前 ✓"
 
 

@@ -732,6 +732,7 @@ class JobManager:
         run_dir = self.run_dir(job.id)
         env = _worker_environment(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
+        env["THINKER_WORKER_NICE"] = str(self.settings.worker_nice)
         if device is not None:
             env["CUDA_VISIBLE_DEVICES"] = device.split(":")[1]
         elif job.resource == "cpu":

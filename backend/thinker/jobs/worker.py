@@ -129,6 +129,7 @@ def run(run_dir: Path) -> int:
     sys.stdout = _LogLines(run_dir, sys.__stdout__, secrets)
     sys.stderr = _LogLines(run_dir, sys.__stderr__, secrets)
     signal.signal(signal.SIGTERM, _interrupt)
+    _lower_priority()
     stop = threading.Event()
     threading.Thread(target=_heartbeat, args=(run_dir, stop), daemon=True).start()
     append_event(run_dir, "state", {"state": "running", "pid": os.getpid()})
@@ -262,6 +263,15 @@ def _describe(e: BaseException, run_dir: Path) -> str:
     if is_disk_full(e):  # "no space left on device while training (12 KiB free on ...)"
         return str(storage_error(e, "training", run_dir))
     return f"{type(e).__name__}: {e}"
+
+
+def _lower_priority() -> None:
+    """Run `THINKER_WORKER_NICE` nicer than the server that started us (set by the manager):
+    on a shared CPU the server's answers and live events come before training steps."""
+    nice = int(os.environ.get("THINKER_WORKER_NICE") or 0)
+    if nice > 0:
+        os.nice(nice)
+        print(f"[thinker] worker CPU priority: nice +{nice} (THINKER_WORKER_NICE)")
 
 
 def main(argv: list[str] | None = None) -> int:

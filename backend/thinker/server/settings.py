@@ -28,8 +28,8 @@ class Settings(BaseSettings):
     max_remote_jobs: int = Field(4, ge=0)  # Tinker jobs at once; 0 = hold them queued
     gpus: int | None = Field(None, ge=0)  # None = count the CUDA devices
     model_pool_size: int = Field(2, ge=1)  # loaded models kept for sampling (LRU)
-    # Sampling (helper A, issue 15): sequences decoded together per loaded model (1 = one
-    # request at a time), and requests waiting per model beyond which a request gets 429.
+    # Sampling: sequences decoded together per loaded model (1 = one request at a time), and
+    # requests waiting per model beyond which a request gets 429.
     sample_batch_rows: int = Field(32, ge=1)
     sample_queue_size: int = Field(64, ge=1)
     # A worker touches its heartbeat every 2 s. One silent for heartbeat_timeout_s is reported
@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     heartbeat_timeout_s: float = Field(30.0, gt=0)
     heartbeat_kill_s: float = Field(300.0, gt=0)
     poll_interval_s: float = Field(0.2, gt=0)  # how often run directories are tailed
+    # Training workers run this much nicer than the server, so that the API and live events
+    # stay responsive when training and other work share the CPU (0: the same priority).
+    worker_nice: int = Field(10, ge=0, le=19)
     register_examples: bool = True  # register the shipped example datasets at start-up
     static_dir: Path | None = None  # the built dashboard (frontend/dist) served at /
 

@@ -21,6 +21,7 @@ from thinker.jobs.manager import heartbeat_age
 from thinker.jobs.worker import LOG_FILE
 from thinker.runs import CHECKPOINTS_FILE, METRICS_FILE, read_jsonl, read_metrics
 from thinker.server.deps import PlatformDep, SessionDep
+from thinker.server.limits import Name
 from thinker.server.platform import Platform
 from thinker.store import Job
 
@@ -38,7 +39,7 @@ JobState = Literal[
 
 
 class JobCreate(BaseModel):
-    name: str | None = Field(None, max_length=200)  # default "<dataset>-<algorithm>", made unique
+    name: Name | None = Field(None, max_length=200)  # default "<dataset>-<algorithm>", made unique
     algorithm: Literal["sl", "dpo", "rl", "rlhf"]
     backend: Literal["local", "tinker"] = "local"
     base_model: str = Field("thinker/tiny", min_length=1, max_length=300)

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from thinker.server import models_service as service
 from thinker.server.deps import PlatformDep, SessionDep
+from thinker.server.limits import Name
 from thinker.server.platform import Platform
 from thinker.store import Model
 
@@ -100,7 +101,7 @@ class ModelDetail(ModelPublic):
 class ModelUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(None, min_length=1, max_length=300)
+    name: Name | None = Field(None, min_length=1, max_length=300)
     lifecycle: service.Lifecycle | None = None
 
 

@@ -7,7 +7,7 @@ import { formatNumber } from './metrics'
 type Model = Schemas['ModelPublic']
 
 /** Bookkeeping, not quality: left out of the summary so the columns that matter fit. */
-const SKIP = new Set(['step', 'time', 'num_tokens', 'num_sequences', 'step_time_s', 'learning_rate', 'grad_norm', 'stage'])
+const SKIP = new Set(['step', 'time', 'num_tokens', 'num_sequences', 'step_time_s', 'learning_rate', 'grad_norm', 'param_norm', 'stage'])
 const QUALITY = /(nll|loss|reward|accuracy|exact|margin|kl|entropy)/
 
 export function summaryColumns(models: Model[]): string[] {
