@@ -7,8 +7,10 @@ required unless `--no-auth`), queues a default SL job on the shipped arithmetic 
 - `--clients` watchers, spread over `--processes` processes, each a raw Engine.IO v4 /
   Socket.IO v5 client over one aiohttp websocket (python-socketio's AsyncClient is heavier
   per client, and the clients share the server's two cores). Each connects with the token,
-  emits `join_job` with `after_seq` 0, answers the server's pings, and records every
-  `job_event`: its `seq`, and its lag (time received minus the `time` in the event).
+  emits `join_job` with `after_seq` 0 and `batch: true` as the dashboard does (events come as
+  `job_events` lists, one per server tick; `--per-event` joins without it: one `job_event`
+  message per event), answers the server's pings, and records every event: its `seq`, and
+  its lag (time received minus the `time` in the event).
 - an open-loop REST load: `--rps` GETs per second for `--seconds`, each sent on schedule
   whether or not the earlier ones have answered, rotating through the dashboard's reads;
   latency runs from the scheduled send time, so a stalled server cannot hide its queue.
@@ -175,7 +177,12 @@ class Watcher:
 
 
 async def watch(
-    session: aiohttp.ClientSession, url: str, token: str | None, job_id: str, me: Watcher
+    session: aiohttp.ClientSession,
+    url: str,
+    token: str | None,
+    job_id: str,
+    me: Watcher,
+    batch: bool,
 ) -> None:
     """Connect, join the job's room, record its events until cancelled."""
     ws_url = url.replace("http", "ws", 1) + "/socket.io/?EIO=4&transport=websocket"
@@ -185,7 +192,7 @@ async def watch(
             if not opening.startswith("0"):
                 raise RuntimeError(f"expected an Engine.IO open packet, got {opening[:80]!r}")
             await ws.send_str("40" + (json.dumps({"token": token}) if token else ""))
-            join = {"job_id": job_id, "after_seq": 0}
+            join = {"job_id": job_id, "after_seq": 0, "batch": batch}
             async for message in ws:
                 if message.type != aiohttp.WSMsgType.TEXT:
                     raise RuntimeError(f"websocket {message.type.name}: {message.data}")
@@ -201,12 +208,13 @@ async def on_message(
     ws: aiohttp.ClientWebSocketResponse, data: str, me: Watcher, join: dict[str, Any]
 ) -> None:
     """Handle one Engine.IO text packet: ping, Socket.IO connect/ack/event/disconnect."""
-    if data.startswith("42"):  # a Socket.IO EVENT: ["job_event", {...}]
-        name, event = orjson.loads(data[2:])
-        if name == "job_event":
+    if data.startswith("42"):  # a Socket.IO EVENT: ["job_event", {...}] or ["job_events", [...]]
+        name, payload = orjson.loads(data[2:])
+        if name in ("job_event", "job_events"):
             received = time.time()
-            me.seqs.append(event["seq"])
-            me.lags.append((received, received - event["time"]))
+            for event in payload if name == "job_events" else [payload]:
+                me.seqs.append(event["seq"])
+                me.lags.append((received, received - event["time"]))
     elif data == "2":  # Engine.IO ping
         await ws.send_str("3")
     elif data.startswith("40"):  # connected to the namespace: join the job (ack id 1)
@@ -221,14 +229,14 @@ async def on_message(
 
 
 def watcher_process(
-    url: str, token: str | None, job_id: str, clients: int, pipe: Connection
+    url: str, token: str | None, job_id: str, clients: int, batch: bool, pipe: Connection
 ) -> None:
     """Run `clients` watchers; talk to the coordinator over `pipe` (see `run_watchers`)."""
-    asyncio.run(_watchers(url, token, job_id, clients, pipe))
+    asyncio.run(_watchers(url, token, job_id, clients, batch, pipe))
 
 
 async def _watchers(
-    url: str, token: str | None, job_id: str, clients: int, pipe: Connection
+    url: str, token: str | None, job_id: str, clients: int, batch: bool, pipe: Connection
 ) -> None:
     watchers = [Watcher() for _ in range(clients)]
     gate = asyncio.Semaphore(HANDSHAKES_AT_ONCE)
@@ -237,7 +245,7 @@ async def _watchers(
 
         async def one(me: Watcher) -> None:
             async with gate:
-                task = asyncio.create_task(watch(session, url, token, job_id, me))
+                task = asyncio.create_task(watch(session, url, token, job_id, me, batch))
                 while me.replayed_to is None and me.error is None and not task.done():
                     await asyncio.sleep(0.05)
             await task
@@ -385,7 +393,7 @@ def measure(server: Server, args: argparse.Namespace) -> dict[str, Any]:
             ours, theirs = ctx.Pipe()
             process = ctx.Process(
                 target=watcher_process,
-                args=(server.url, server.token, job_id, share, theirs),
+                args=(server.url, server.token, job_id, share, not args.per_event, theirs),
                 daemon=True,
             )
             process.start()
@@ -447,6 +455,7 @@ def measure(server: Server, args: argparse.Namespace) -> dict[str, Any]:
         "seconds": args.seconds,
         "database": "postgresql" if args.database_url else "sqlite",
         "auth": not args.no_auth,
+        "batched": not args.per_event,
         "join_all_s": join_s,
         "rest": {
             "requests": int(args.rps * args.seconds),
@@ -513,6 +522,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="50 clients, 10 req/s, 10 s")
     parser.add_argument("--database-url", help="a PostgreSQL URL (default: SQLite)")
     parser.add_argument("--no-auth", action="store_true", help="serve without tokens")
+    parser.add_argument(
+        "--per-event",
+        action="store_true",
+        help="join without batch: one job_event message per event (third-party clients)",
+    )
     parser.add_argument(
         "--backend-dir",
         type=Path,

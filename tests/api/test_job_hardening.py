@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 from tests.api.conftest import make_settings
 from tests.api.test_jobs import EXAMPLES, _platform, add_dataset, job_rows, wait_state
 
+from thinker.engine.local.checkpoints import MANIFEST_FILE, STATE_FILE, verify
 from thinker.jobs.events import append_event
 from thinker.server.app import create_app
 from thinker.server.datasets import dataset_file
@@ -220,12 +221,21 @@ def _diverging_job(client: TestClient, algorithm: str) -> dict[str, Any]:
     return {"dataset_id": demos, "config": config}
 
 
+@pytest.fixture
+def sqlite_client(tmp_path: Path) -> Iterator[TestClient]:
+    """A server on SQLite only: for checks the database takes no part in (the SL test above
+    takes the same path to the job's row on both databases)."""
+    with TestClient(create_app(make_settings(tmp_path / "data", None))) as client:
+        yield client
+
+
 @pytest.mark.parametrize(
     ("algorithm", "loss"), [("dpo", "dpo_loss"), ("rl", "loss"), ("rlhf", "rm_train_nll")]
 )
 def test_dpo_rl_and_reward_model_runs_that_diverge_fail_too(
-    client: TestClient, algorithm: str, loss: str
+    sqlite_client: TestClient, algorithm: str, loss: str
 ) -> None:
+    client = sqlite_client
     body = {"algorithm": algorithm, **_diverging_job(client, algorithm)}
     job = client.post("/api/jobs", json=body)
     assert job.status_code == 201, job.text
@@ -426,10 +436,13 @@ def test_a_disk_that_fills_while_training_names_the_checkpoint_and_the_free_spac
             f"free on {settings.runs_dir / done['id']}" in reason and "unexpected pos" not in reason
         )
         assert done["retryable"] is True  # free some space, then resume
-        checkpoints = [
-            p for p in (settings.runs_dir / done["id"]).rglob("*") if "weights" in p.name
-        ]
-        assert not [p for p in checkpoints if any(p.iterdir())]  # nothing half-written kept
+        # Nothing half-written is kept: no temporary directory, and a checkpoint that is there
+        # (the sampler weights may have fitted before the state did) is whole.
+        run = settings.runs_dir / done["id"]
+        assert not [p for p in run.rglob("*") if ".tmp-" in p.name]
+        for meta in run.rglob(STATE_FILE):  # every checkpoint directory holds one
+            assert (meta.parent / MANIFEST_FILE).is_file()
+            verify(meta.parent)  # raises DamagedError on a missing or changed file
 
 
 def test_model_rename_and_export_on_a_full_disk_are_never_a_500(

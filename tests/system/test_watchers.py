@@ -21,14 +21,24 @@ FINAL = ("succeeded", "failed", "cancelled")
 class Watcher:
     """A Socket.IO client that records a job's events and whether the server dropped it."""
 
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, token: str | None = None, batch: bool = False) -> None:
         self.sio = socketio.AsyncClient(reconnection=False)
         self.token = token
+        self.batch = batch  # join with `batch: true`: events come as `job_events` lists
         self.seqs: list[int] = []
+        self.messages = 0
+        self.longest = 0  # the most events one message carried
         self.finished = asyncio.Event()
         self.dropped = asyncio.Event()
-        self.sio.on("job_event", self._on_event)
+        self.sio.on("job_events" if batch else "job_event", self._on_message)
         self.sio.on("disconnect", lambda *reason: self.dropped.set())
+
+    async def _on_message(self, data: Any) -> None:
+        self.messages += 1
+        events = data if self.batch else [data]
+        self.longest = max(self.longest, len(events))
+        for event in events:
+            await self._on_event(event)
 
     async def _on_event(self, event: dict[str, Any]) -> None:
         self.seqs.append(event["seq"])
@@ -59,10 +69,13 @@ def _token_id(server: ServerProcess, token: str) -> str:
 
 
 async def _watch_concurrently(url: str, job_id: str) -> list[Watcher]:
-    watchers = [Watcher() for _ in range(WATCHERS)]
+    watchers = [Watcher(batch=i % 2 == 1) for i in range(WATCHERS)]  # half as the dashboard
     await asyncio.gather(*(w.connect(url) for w in watchers))
-    join = {"job_id": job_id, "after_seq": 0}
-    acks = await asyncio.gather(*(w.sio.call("join_job", join, timeout=120) for w in watchers))
+    joins = [{"job_id": job_id, "after_seq": 0, "batch": w.batch} for w in watchers]
+    calls = (
+        w.sio.call("join_job", join, timeout=120) for w, join in zip(watchers, joins, strict=True)
+    )
+    acks = await asyncio.gather(*calls)
     assert all(ack["ok"] for ack in acks), acks
     await asyncio.wait_for(asyncio.gather(*(w.finished.wait() for w in watchers)), 300)
     await asyncio.gather(*(w.sio.disconnect() for w in watchers))
@@ -87,6 +100,10 @@ def test_concurrent_joins_get_every_event_once(tmp_path: Path, database_url: str
             last_seq = client.get(f"/api/jobs/{job_id}").json()["last_seq"]
             for watcher in watchers:
                 assert watcher.seqs == list(range(1, last_seq + 1))
+                if not watcher.batch:
+                    assert watcher.messages == last_seq
+            # The replay of a running job (its state, plan and first metrics) is one list.
+            assert all(w.longest >= 3 for w in watchers if w.batch)
     finally:
         server.stop()
 

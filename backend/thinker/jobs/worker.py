@@ -13,6 +13,7 @@ Everything it needs is in the run directory, so a worker outlives a server that 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 JOB_FILE = "job.json"
 CONTROL_FILE = "control.json"
 HEARTBEAT_FILE = "heartbeat"
+# Room kept for the job's last words: on a disk that fills during training the final state
+# event (and the traceback in the log) must still be written, or the job reads "interrupted".
+RESERVE_FILE = ".reserve"
+RESERVE_BYTES = 128 * 1024
 LOG_FILE = "worker.log"
 HEARTBEAT_EVERY_S = 2.0
 LOG_TAIL_LINES = 40
@@ -130,6 +135,7 @@ def run(run_dir: Path) -> int:
     sys.stderr = _LogLines(run_dir, sys.__stderr__, secrets)
     signal.signal(signal.SIGTERM, _interrupt)
     _lower_priority()
+    _reserve_room(run_dir)
     stop = threading.Event()
     threading.Thread(target=_heartbeat, args=(run_dir, stop), daemon=True).start()
     append_event(run_dir, "state", {"state": "running", "pid": os.getpid()})
@@ -144,6 +150,7 @@ def run(run_dir: Path) -> int:
         result = _train(run_dir, spec, section)
         _report(run_dir, spec, section, result)
     except KeyboardInterrupt:
+        _release_room(run_dir)
         state = {"cancel": "cancelled", "pause": "paused"}.get(_stop_requested(run_dir) or "")
         state = state or "interrupted"
         print(f"[thinker] stopped: {state}", flush=True)
@@ -159,6 +166,7 @@ def run(run_dir: Path) -> int:
         )
         return 130
     except BaseException as e:  # noqa: BLE001 - every failure is reported, then the exit code
+        _release_room(run_dir)
         traceback.print_exc()
         reason = scrub(_describe(e, run_dir), secrets)
         failed = {"state": "failed", "reason": reason, "log_tail": log_tail(run_dir)}
@@ -172,8 +180,19 @@ def run(run_dir: Path) -> int:
         "state_path": result.state_path,
         "sampler_path": result.sampler_path,
     }
+    _release_room(run_dir)
     append_event(run_dir, "state", {"state": "succeeded", **succeeded})
     return 0
+
+
+def _reserve_room(run_dir: Path) -> None:
+    with contextlib.suppress(OSError):  # a disk already full: nothing to keep back
+        (run_dir / RESERVE_FILE).write_bytes(bytes(RESERVE_BYTES))
+
+
+def _release_room(run_dir: Path) -> None:
+    with contextlib.suppress(OSError):
+        (run_dir / RESERVE_FILE).unlink()
 
 
 def _section(spec: dict[str, Any]) -> TrainingSection:

@@ -9,6 +9,10 @@ number it saw) and receives, in order and without gaps, the events after n: firs
 already published, read back from `events.jsonl`, then the live ones. Replay and publishing
 take the same per-job lock, so no event falls between them or comes twice.
 
+With `"batch": true` in `join_job` (the dashboard does this) the client gets `job_events`
+messages instead, each a list of such events in order: the replay in lists of up to
+`REPLAY_BATCH`, then one list per manager tick.
+
 A socket is tied to the token it connected with: revoking the token disconnects it (at once
 through `EventHub.disconnect_token`, else within `TOKEN_SWEEP_S`), and a socket whose token
 is revoked joins no room.
@@ -38,11 +42,17 @@ log = logging.getLogger("thinker.events")
 
 JOBS_ROOM = "jobs"
 REPLAY_JOBS = 8  # jobs whose encoded events are kept in memory for replays (least recent go)
+REPLAY_BATCH = 500  # events per `job_events` message of a batched replay
 TOKEN_SWEEP_S = 5.0  # how often sockets are checked against tokens revoked by another process
 
 
 def job_room(job_id: str) -> str:
     return f"job:{job_id}"
+
+
+def batched_room(job_id: str) -> str:
+    """The room of the clients that joined with `batch: true` (the dashboard)."""
+    return f"job:{job_id}:batched"
 
 
 class Gone(Exception):
@@ -64,7 +74,7 @@ class EventHub:
         self.sio: socketio.AsyncServer = platform.sio
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._published: dict[str, int] = {}  # job id -> last seq sent to its room
-        self._replay: OrderedDict[str, list[str]] = OrderedDict()  # job id -> packets of seq 1..n
+        self._replay: OrderedDict[str, _Replay] = OrderedDict()  # job id -> its events 1..n
         self._tokens: dict[str, str] = {}  # sid -> id of the token it connected with
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -88,21 +98,32 @@ class EventHub:
     async def publish(
         self, job_id: str, events: list[dict[str, Any]], snapshot: dict[str, Any]
     ) -> None:
-        """Send `events` to the job's room, and its state changes to the jobs room (called
-        under the job's lock, after they are applied to the database)."""
+        """Send `events` to the job's rooms, and its state changes to the jobs room (called
+        under the job's lock, after they are applied to the database).
+
+        The job's room gets a `job_event` message per event; its batched room one
+        `job_events` message with them all (a manager tick applies a few at once: at a
+        thousand watchers, messages are what the server spends its time on).
+        """
         replay = self._replay.get(job_id)
-        for event in events:
-            packet = self._encode("job_event", {"job_id": job_id, **event})
-            if replay is not None and event["seq"] == len(replay) + 1:
-                replay.append(packet)
-            await self._send(packet, self._room(job_room(job_id)))
+        payloads = [{"job_id": job_id, **event} for event in events]
+        plain = self._room(job_room(job_id))
+        for event, payload in zip(events, payloads, strict=True):
+            packet = self._encode("job_event", payload)
+            if replay is not None and event["seq"] == len(replay.events) + 1:
+                replay.add(payload, packet)
+            await self._send(packet, plain)
             if event["type"] == "state":
                 state = {**snapshot, **event["data"], "seq": event["seq"], "time": event["time"]}
                 await self._send(self._encode("job_state", state), self._room(JOBS_ROOM))
+        batched = self._room(batched_room(job_id))
+        if batched:
+            await self._send(self._encode("job_events", payloads), batched)
         self.mark_published(job_id, events[-1]["seq"])
 
-    async def join(self, sid: str, job_id: str, after_seq: int) -> int:
-        """Replay the events after `after_seq` to `sid`, then add it to the job's room.
+    async def join(self, sid: str, job_id: str, after_seq: int, batch: bool = False) -> int:
+        """Replay the events after `after_seq` to `sid`, then add it to the job's room (its
+        batched room with `batch`: the replay and the live events then come as lists).
 
         Raises:
             NotFoundError: No such job.
@@ -115,25 +136,38 @@ class EventHub:
             eio_sid = self.sio.manager.eio_sid_from_sid(sid, "/")
             if eio_sid is None:
                 raise Gone(sid)
-            for packet in replay[after_seq:upto]:
-                await self.sio.eio.send_packet(eio_sid, _message(packet))
-            await self.sio.enter_room(sid, job_room(job_id))
+            if batch:
+                missed = replay.events[after_seq:upto]
+                for start in range(0, len(missed), REPLAY_BATCH):
+                    chunk = missed[start : start + REPLAY_BATCH]
+                    packet = self._encode("job_events", chunk)
+                    await self.sio.eio.send_packet(eio_sid, _message(packet))
+            else:
+                for packet in replay.packets[after_seq:upto]:
+                    await self.sio.eio.send_packet(eio_sid, _message(packet))
+            room = batched_room(job_id) if batch else job_room(job_id)
+            await self.sio.enter_room(sid, room)
         return upto
 
-    async def _replay_to(self, job_id: str, upto: int) -> list[str]:
-        """The job's encoded events, at least up to `upto` (read from the file as needed)."""
-        replay = self._replay.setdefault(job_id, [])
+    async def leave(self, sid: str, job_id: str) -> None:
+        await self.sio.leave_room(sid, job_room(job_id))
+        await self.sio.leave_room(sid, batched_room(job_id))
+
+    async def _replay_to(self, job_id: str, upto: int) -> _Replay:
+        """The job's events, at least up to `upto` (read from the file as needed)."""
+        replay = self._replay.setdefault(job_id, _Replay())
         self._replay.move_to_end(job_id)
         while len(self._replay) > REPLAY_JOBS:
             self._replay.popitem(last=False)
-        if len(replay) < upto:
+        if len(replay.events) < upto:
             run_dir = self.platform.jobs.run_dir(job_id)
-            for event in await asyncio.to_thread(read_events, run_dir, len(replay), upto):
-                if event["seq"] == len(replay) + 1:  # numbered without gaps (jobs/events.py)
-                    replay.append(self._encode("job_event", {"job_id": job_id, **event}))
+            for event in await asyncio.to_thread(read_events, run_dir, len(replay.events), upto):
+                if event["seq"] == len(replay.events) + 1:  # numbered without gaps
+                    payload = {"job_id": job_id, **event}
+                    replay.add(payload, self._encode("job_event", payload))
         return replay
 
-    def _encode(self, name: str, data: dict[str, Any]) -> str:
+    def _encode(self, name: str, data: dict[str, Any] | list[dict[str, Any]]) -> str:
         """A Socket.IO EVENT packet for the default namespace, as text."""
         encoded = self.sio.packet_class(sio_packet.EVENT, data=[name, data]).encode()
         return str(encoded)
@@ -185,6 +219,18 @@ class EventHub:
                 log.exception("token sweep failed")
 
 
+class _Replay:
+    """A job's published events in order (seq 1..n), as payloads and as `job_event` packets."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.packets: list[str] = []
+
+    def add(self, payload: dict[str, Any], packet: str) -> None:
+        self.events.append(payload)
+        self.packets.append(packet)
+
+
 def _message(packet: str) -> eio_packet.Packet:
     return eio_packet.Packet(eio_packet.MESSAGE, packet)
 
@@ -221,7 +267,8 @@ def register_socket_handlers(sio: socketio.AsyncServer, app: FastAPI) -> None:
         if not await platform().hub.may_join(sid):
             return {"ok": False, "error": "the token was revoked"}
         try:
-            upto = await platform().hub.join(sid, data["job_id"], after)
+            batch = data.get("batch") is True
+            upto = await platform().hub.join(sid, data["job_id"], after, batch)
         except NotFoundError as e:
             return {"ok": False, "error": str(e)}
         except Gone:
@@ -231,7 +278,7 @@ def register_socket_handlers(sio: socketio.AsyncServer, app: FastAPI) -> None:
     @sio.event
     async def leave_job(sid: str, data: Any) -> dict[str, Any]:
         if isinstance(data, dict) and isinstance(data.get("job_id"), str):
-            await sio.leave_room(sid, job_room(data["job_id"]))
+            await platform().hub.leave(sid, data["job_id"])
         return {"ok": True}
 
     @sio.event

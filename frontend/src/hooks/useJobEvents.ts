@@ -63,7 +63,8 @@ export function useJobEvents(jobId: string | undefined): { logs: string[]; conne
     setLogs([])
     const join = () => {
       setConnected(true)
-      socket.emit('join_job', { job_id: jobId, after_seq: lastSeq.current })
+      // batch: the replay and each server tick's events come as one `job_events` list.
+      socket.emit('join_job', { job_id: jobId, after_seq: lastSeq.current, batch: true })
     }
     const onEvent = (event: JobEvent) => {
       if (event.job_id !== jobId || event.seq <= lastSeq.current) return
@@ -86,16 +87,19 @@ export function useJobEvents(jobId: string | undefined): { logs: string[]; conne
         client.invalidateQueries({ queryKey: ['jobs'] })
       }
     }
+    const onEvents = (events: JobEvent[]) => events.forEach(onEvent)
     const onDisconnect = () => setConnected(false)
     socket.on('connect', join)
     socket.on('disconnect', onDisconnect)
     socket.on('job_event', onEvent)
+    socket.on('job_events', onEvents)
     if (socket.connected) join()
     return () => {
       socket.emit('leave_job', { job_id: jobId })
       socket.off('connect', join)
       socket.off('disconnect', onDisconnect)
       socket.off('job_event', onEvent)
+      socket.off('job_events', onEvents)
     }
   }, [jobId, client])
 

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from sqlalchemy import select
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from tinker import types
 
 from thinker.engine.local.models import BUILTIN_CONFIGS
@@ -78,6 +79,9 @@ class OpenAIRoute(APIRoute):
                 return _invalid_request(exc)
             except ThinkerError as exc:
                 return _thinker_error(exc)
+            except StarletteHTTPException as exc:  # e.g. a body that is not JSON at all
+                body = _error_body(str(exc.detail), "invalid_request_error", None)
+                return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
         return openai_errors
 

@@ -75,13 +75,16 @@ describe('job page', () => {
     serveJob()
     renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
     expect(await screen.findByTestId('latest-train_mean_nll')).toHaveTextContent('4.1')
-    expect(socket.emitted).toContainEqual(['join_job', { job_id: 'job_1', after_seq: 0 }])
+    expect(socket.emitted).toContainEqual(['join_job', { job_id: 'job_1', after_seq: 0, batch: true }])
     expect(screen.getByTestId('job-progress')).toHaveTextContent('step 2 / 10')
 
     // A replayed row (step 2 again) must not duplicate; a new step updates chart and progress.
+    // Joined with batch: true, a server tick's events come as one `job_events` list.
     act(() => {
-      socket.serverSends('job_event', ev(6, 'metrics', { step: 2, metrics: { train_mean_nll: 4.1, learning_rate: 0.003 } }))
-      socket.serverSends('job_event', ev(7, 'metrics', { step: 3, metrics: { train_mean_nll: 9.5, learning_rate: 0.003 } }))
+      socket.serverSends('job_events', [
+        ev(6, 'metrics', { step: 2, metrics: { train_mean_nll: 4.1, learning_rate: 0.003 } }),
+        ev(7, 'metrics', { step: 3, metrics: { train_mean_nll: 9.5, learning_rate: 0.003 } }),
+      ])
     })
     // The cache notifies React on the next tick, hence waitFor.
     await waitFor(() => expect(screen.getByTestId('latest-train_mean_nll')).toHaveTextContent('9.5'))
