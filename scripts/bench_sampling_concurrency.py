@@ -35,11 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import psutil
+from bench_common import start_job, stop_server
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "thinker/tiny"
-JOB_CONFIG = {"max_steps": 100_000}  # a default SL job that outlasts the run; cancelled after
 
 
 def free_port() -> int:
@@ -87,39 +86,7 @@ class Server:
         raise TimeoutError("the server did not come up in 120 s")
 
     def stop(self) -> None:
-        """Stop the server, and the workers it started (they would outlive it)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        workers = psutil.Process(self.process.pid).children(recursive=True)
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        for worker in workers:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                worker.kill()
-
-
-def start_job(url: str) -> str:
-    """Queue a default SL job on the arithmetic example; return its id once it trains."""
-    with httpx.Client(base_url=url, timeout=60) as client:
-        datasets = client.get("/api/datasets", params={"limit": 500}).json()["data"]
-        arithmetic = next(d for d in datasets if d["name"] == "arithmetic-train")
-        body = {"algorithm": "sl", "dataset_id": arithmetic["id"], "config": JOB_CONFIG}
-        response = client.post("/api/jobs", json=body)
-        response.raise_for_status()
-        job_id = str(response.json()["id"])
-        deadline = time.time() + 180
-        while time.time() < deadline:
-            job = client.get(f"/api/jobs/{job_id}").json()
-            if job["state"] == "running" and job["step"] >= 1:
-                return job_id
-            if job["state"] not in ("queued", "starting", "running"):
-                raise RuntimeError(f"the job is {job['state']}: {job['reason']}")
-            time.sleep(0.5)
-    raise TimeoutError("the job did not start training in 180 s")
+        stop_server(self.process)
 
 
 # ---- the streams --------------------------------------------------------------------------
@@ -191,7 +158,8 @@ def bench_server(
     server.start()
     try:
         if not args.no_job:
-            start_job(server.url)
+            with httpx.Client(base_url=server.url, timeout=60) as client:
+                start_job(client)
         asyncio.run(measure(server.url, 1, 1, 8))  # loads the model
         return {
             "alone": asyncio.run(measure(server.url, 1, args.rounds, args.max_tokens)),

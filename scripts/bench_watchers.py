@@ -51,9 +51,9 @@ import aiohttp
 import httpx
 import orjson
 import psutil
+from bench_common import start_job, stop_server
 
 REPO = Path(__file__).resolve().parents[1]
-JOB_CONFIG = {"max_steps": 100_000}  # a default SL job that outlasts the run; cancelled after
 HANDSHAKES_AT_ONCE = 50  # per watcher process, so that connecting does not swamp the server
 JOIN_TIMEOUT_S = 600.0  # for every watcher to connect and join
 FINISH_TIMEOUT_S = 30.0  # how long watchers wait for the job's last event after the run
@@ -131,38 +131,7 @@ class Server:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def stop(self) -> None:
-        """Stop the server, and the workers it started (they would outlive it)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        workers = psutil.Process(self.process.pid).children(recursive=True)
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        for worker in workers:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                worker.kill()
-
-
-def start_job(client: httpx.Client) -> str:
-    """Queue a default SL job on the arithmetic example; return its id once it runs."""
-    datasets = client.get("/api/datasets", params={"limit": 500}).json()["data"]
-    arithmetic = next(d for d in datasets if d["name"] == "arithmetic-train")
-    body = {"algorithm": "sl", "dataset_id": arithmetic["id"], "config": JOB_CONFIG}
-    response = client.post("/api/jobs", json=body)
-    response.raise_for_status()
-    job_id = str(response.json()["id"])
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        job = client.get(f"/api/jobs/{job_id}").json()
-        if job["state"] == "running" and job["step"] >= 1:
-            return job_id
-        if job["state"] not in ("queued", "starting", "running"):
-            raise RuntimeError(f"the job is {job['state']}: {job['reason']}")
-        time.sleep(0.5)
-    raise TimeoutError("the job did not start training in 180 s")
+        stop_server(self.process)
 
 
 # ---- the watchers -----------------------------------------------------------------------

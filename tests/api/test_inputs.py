@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 from tests.api.conftest import make_settings
+from tests.disk import tmpfs
 
 from thinker.server.app import create_app
 from thinker.server.limits import INT64_MAX, MAX_DEPTH
@@ -313,24 +313,8 @@ def test_a_dataset_file_of_another_size_is_a_503(client: TestClient, settings: S
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 4 MiB tmpfs: the data directory, database included on SQLite."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    try:
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
-            check=True,
-            capture_output=True,
-        )
-    except (PermissionError, FileNotFoundError):
-        pytest.skip("mounting a tmpfs needs root")
-    except subprocess.CalledProcessError as e:
-        if b"permission" in e.stderr.lower() or b"only root" in e.stderr.lower():
-            pytest.skip(f"cannot mount a tmpfs: {e.stderr.decode()}")
-        raise
-    try:
+    with tmpfs(tmp_path / "disk", "4m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def fill(disk: Path, leave: int = 0) -> Path:

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 from tests.api.conftest import make_settings
 from tests.api.test_jobs import EXAMPLES, _platform, add_dataset, job_rows, wait_state
+from tests.disk import tmpfs
 
 from thinker.engine.local.checkpoints import MANIFEST_FILE, STATE_FILE, verify
 from thinker.jobs.events import append_event
@@ -357,28 +357,6 @@ def test_a_stopped_worker_is_reported_stale_then_killed_and_its_slot_freed(
         assert beats[-1]["stale"] is True and beats[-1]["silent_s"] >= 4
         # its slot went to the job that waited for it
         assert wait_state(client, waiting.json()["id"], ("succeeded",))["step"] == 2
-
-
-@contextlib.contextmanager
-def tmpfs(directory: Path, size: str) -> Iterator[Path]:
-    """A small RAM file system at `directory`; unmounted afterwards."""
-    directory.mkdir(parents=True, exist_ok=True)
-    try:
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
-            check=True,
-            capture_output=True,
-        )
-    except PermissionError as e:
-        pytest.skip(f"cannot mount a tmpfs here: {e}")
-    except subprocess.CalledProcessError as e:
-        if b"permission" in e.stderr.lower() or b"only root" in e.stderr.lower():
-            pytest.skip(f"cannot mount a tmpfs here: {e.stderr.decode()}")
-        raise
-    try:
-        yield directory
-    finally:
-        subprocess.run(["umount", "-l", str(directory)], check=True)
 
 
 @contextlib.contextmanager

@@ -6,17 +6,16 @@ behind and says so. All on real checkpoints of a tiny SL run."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from tests.disk import tmpfs
 
 from thinker.algorithms.sl import SLConfig, main
 from thinker.engine import ServiceClient
@@ -138,27 +137,6 @@ def test_a_checkpoint_that_lost_its_manifest_is_damaged(run: Path) -> None:
     (state / checkpoints.STATE_FILE).write_text("{not json")
     with pytest.raises(DamagedError, match="thinker_checkpoint.json is damaged"):
         _resume(run, _last(run)["state_path"])
-
-
-@contextlib.contextmanager
-def tmpfs(directory: Path, size: str) -> Iterator[Path]:
-    """A small RAM file system at `directory`, to fill up; unmounted afterwards."""
-    directory.mkdir(parents=True, exist_ok=True)
-    try:
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
-            check=True,
-            capture_output=True,
-        )
-    except (PermissionError, FileNotFoundError, subprocess.CalledProcessError) as e:
-        stderr = getattr(e, "stderr", b"") or b""
-        if isinstance(e, PermissionError) or b"permission" in stderr.lower():
-            pytest.skip(f"cannot mount a tmpfs here: {e}")
-        raise
-    try:
-        yield directory
-    finally:
-        subprocess.run(["umount", "-l", str(directory)], check=True)
 
 
 def test_a_full_disk_while_saving_says_so_and_leaves_nothing(run: Path, tmp_path: Path) -> None:
