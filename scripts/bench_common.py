@@ -4,6 +4,7 @@ with, and stopping a server together with the workers it started."""
 from __future__ import annotations
 
 import contextlib
+import socket
 import subprocess
 import time
 
@@ -12,6 +13,12 @@ import psutil
 
 # A default SL job on the shipped arithmetic example that outlasts the run; cancelled after.
 JOB_CONFIG = {"max_steps": 100_000}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def start_job(client: httpx.Client) -> str:

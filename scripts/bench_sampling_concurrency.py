@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,16 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from bench_common import start_job, stop_server
+from bench_common import free_port, start_job, stop_server
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "thinker/tiny"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

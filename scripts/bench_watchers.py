@@ -36,7 +36,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -51,7 +50,7 @@ import aiohttp
 import httpx
 import orjson
 import psutil
-from bench_common import start_job, stop_server
+from bench_common import free_port, start_job, stop_server
 
 REPO = Path(__file__).resolve().parents[1]
 HANDSHAKES_AT_ONCE = 50  # per watcher process, so that connecting does not swamp the server
@@ -60,12 +59,6 @@ FINISH_TIMEOUT_S = 30.0  # how long watchers wait for the job's last event after
 
 
 # ---- the server -------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Server:
     """`python -m thinker serve` with its own data directory (removed by `stop`)."""

@@ -280,9 +280,7 @@ class LocalTrainingClient:
         self._version += 1
         # The adapter's norm after the step: a step that sent a weight to inf or NaN shows
         # here at once (the loss shows it only at the next step, and a sampler not at all).
-        param_norm = torch.linalg.vector_norm(
-            torch.stack([torch.linalg.vector_norm(p.detach().float()) for p in self._params])
-        )
+        param_norm = torch.nn.utils.get_total_norm([p.detach() for p in self._params])
         metrics = {"grad_norm": float(grad_norm), "param_norm": float(param_norm)}
         return types.OptimStepResponse(metrics={**metrics, "learning_rate": params.learning_rate})
 
