@@ -473,7 +473,9 @@ def test_delete_refused_while_an_unfinished_job_uses_it(
     client: TestClient, settings: Settings
 ) -> None:
     dataset = upload(client, as_jsonl(CHAT_ROWS), "chat.jsonl").json()
-    job_id = add_job(client, dataset["id"], "running", {})
+    # Paused: unfinished, and no worker for the job manager to find lost (a `running` row
+    # without one is reaped as interrupted at the manager's next tick).
+    job_id = add_job(client, dataset["id"], "paused", {})
     jobs = client.get(f"/api/datasets/{dataset['id']}").json()["jobs"]
     assert [(j["id"], j["name"]) for j in jobs] == [(job_id, "uses-it")]
     response = client.delete(f"/api/datasets/{dataset['id']}")

@@ -435,7 +435,11 @@ class JobManager:
         return result.rowcount == 1  # type: ignore[attr-defined]
 
     def _append(self, job_id: str, kind: str, data: dict[str, Any]) -> None:
-        append_event(self.run_dir(job_id), kind, data)
+        run_dir = self.run_dir(job_id)
+        # A run directory removed under a live row (by hand, or a row restored without its
+        # files) still gets the event that ends the job, so the row and the record agree.
+        run_dir.mkdir(parents=True, exist_ok=True)
+        append_event(run_dir, kind, data)
         self._dirty.add(job_id)
         self.wake()
 
