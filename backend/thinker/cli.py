@@ -161,7 +161,7 @@ def serve_main(argv: list[str]) -> int:
         return e.code if isinstance(e.code, int) else EXIT_CONFIG
     import uvicorn
 
-    from thinker.server.app import create_app
+    from thinker.server.app import create_app, settle_gc
     from thinker.server.settings import Settings
 
     overrides = {k: v for k, v in vars(args).items() if v is not None}
@@ -171,7 +171,9 @@ def serve_main(argv: list[str]) -> int:
         settings.static_dir = dashboard
     url = f"http://{settings.host}:{settings.port}"
     print(f"[thinker] serving on {url} (data in {settings.data_dir}); Ctrl-C stops it", flush=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
+    app = create_app(settings)
+    settle_gc()
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
     return EXIT_OK
 
 
