@@ -13,9 +13,12 @@ import json
 import math
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol
+
+import orjson
 
 from thinker.errors import StorageError
 
@@ -73,12 +76,58 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     again (after a `rewind_to` marker's step, for its stage) are left out, markers too."""
     rows: list[dict[str, Any]] = []
     for row in read_jsonl(path):
-        if REWIND_KEY in row:
-            stage, step = row.get("stage"), row[REWIND_KEY]
-            rows = [r for r in rows if r.get("stage") != stage or r.get("step", 0) <= step]
-        else:
-            rows.append(row)
+        _fold_metrics(rows, row)
     return rows
+
+
+def _fold_metrics(rows: list[dict[str, Any]], row: dict[str, Any]) -> None:
+    """Add one metrics.jsonl line to `rows` (a rewind marker drops the rows it supersedes)."""
+    if REWIND_KEY in row:
+        stage, step = row.get("stage"), row[REWIND_KEY]
+        rows[:] = [r for r in rows if r.get("stage") != stage or r.get("step", 0) <= step]
+    else:
+        rows.append(row)
+
+
+class MetricsTail:
+    """`read_metrics` of a growing metrics.jsonl, parsing only the lines added since the last
+    call: a server that shows a long run's curves does not re-read the whole file per request.
+
+    The file is append-only; one that got shorter (replaced) is read again from the start.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._offset = 0
+        self._partial = b""  # the end of a line still being written
+        self._rows: list[dict[str, Any]] = []
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The curves' rows as `read_metrics` gives them (safe to call from several threads)."""
+        with self._lock:
+            self._read()
+            return list(self._rows)
+
+    def _read(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                if f.seek(0, os.SEEK_END) < self._offset:
+                    self._reset()
+                f.seek(self._offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            self._reset()
+            return
+        self._offset += len(chunk)
+        *lines, self._partial = (self._partial + chunk).split(b"\n")
+        for line in lines:
+            row = _parse_line(line)
+            if row is not None:
+                _fold_metrics(self._rows, row)
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
@@ -101,12 +150,24 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not Path(path).exists():
         return []
     records = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
+    for line in Path(path).read_bytes().splitlines():
+        record = _parse_line(line)
+        if record is not None:
+            records.append(record)
     return records
+
+
+def _parse_line(line: bytes) -> dict[str, Any] | None:
+    """One JSONL line as a dict; None when it is not one (a line torn by a crash). orjson is
+    several times faster than json; json still reads what orjson refuses (NaN, huge ints)."""
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        try:
+            value = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+    return value if isinstance(value, dict) else None
 
 
 def _fmt(value: float) -> str:

@@ -33,7 +33,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +59,7 @@ from thinker.jobs.start import (
 )
 from thinker.jobs.worker import CONTROL_FILE, HEARTBEAT_FILE, JOB_FILE, LOG_FILE, log_tail
 from thinker.pipeline.metadata import write_json_atomically
-from thinker.runs import is_disk_full, storage_error
+from thinker.runs import METRICS_FILE, MetricsTail, is_disk_full, storage_error
 from thinker.store import Dataset, Job, Model, new_id, now
 
 if TYPE_CHECKING:
@@ -78,6 +78,7 @@ _FROM: dict[str, tuple[str, ...]] = {
     "interrupted": ACTIVE_STATES,
 }
 RESUMABLE = ("paused", "interrupted", "failed")
+METRICS_TAILS = 32  # jobs whose parsed metrics are kept between reads (least recent go)
 # What a worker gets of the server's environment: all but credentials, named as such or a
 # URL with a password in it, and the database's address (a worker reads and writes only its
 # run directory). What a job needs is kept: the Hugging Face token and the proxies, to
@@ -109,6 +110,7 @@ class JobManager:
         self.gpus = self.settings.gpus if self.settings.gpus is not None else _cuda_devices()
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._tails: dict[str, EventTail] = {}
+        self._metrics: OrderedDict[str, MetricsTail] = OrderedDict()  # most recently read last
         self._dirty: set[str] = set()  # jobs whose events.jsonl the server itself appended to
         self._stale: set[str] = set()  # jobs reported stale (a `heartbeat` event said so)
         self._wake = asyncio.Event()
@@ -358,6 +360,7 @@ class JobManager:
         if result.rowcount != 1:  # type: ignore[attr-defined]
             raise ConflictError(f"job {job_id} changed state while being deleted; try again")
         self._tails.pop(job_id, None)
+        self._metrics.pop(job_id, None)
         for model_id in models:
             self.platform.pool.forget(model_id)
         shutil.rmtree(self.run_dir(job_id), ignore_errors=True)
@@ -566,12 +569,19 @@ class JobManager:
             )
         )
 
+    def metrics(self, job_id: str) -> MetricsTail:
+        """The reader of the job's metrics.jsonl (`.rows()`: its curves as they stand). The
+        `METRICS_TAILS` most recently read jobs keep theirs, which parse only new lines."""
+        tail = self._metrics.pop(job_id, None) or MetricsTail(self.run_dir(job_id) / METRICS_FILE)
+        self._metrics[job_id] = tail
+        while len(self._metrics) > METRICS_TAILS:
+            self._metrics.popitem(last=False)
+        return tail
+
     def _metrics_at(self, job_id: str, step: int, stage: str | None) -> dict[str, Any]:
         """The metrics logged at `step` (every key's latest value up to it) for a model row."""
-        from thinker.runs import METRICS_FILE, read_metrics
-
         merged: dict[str, Any] = {}
-        for row in read_metrics(self.run_dir(job_id) / METRICS_FILE):
+        for row in self.metrics(job_id).rows():
             if row.get("stage") == stage and row.get("step", 0) <= step:
                 merged.update({k: v for k, v in row.items() if k not in ("time", "stage")})
         return merged

@@ -19,7 +19,7 @@ from thinker.errors import NotFoundError
 from thinker.jobs.events import read_events
 from thinker.jobs.manager import heartbeat_age
 from thinker.jobs.worker import LOG_FILE
-from thinker.runs import CHECKPOINTS_FILE, METRICS_FILE, read_jsonl, read_metrics
+from thinker.runs import CHECKPOINTS_FILE, read_jsonl
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.server.limits import Name
 from thinker.server.platform import Platform
@@ -322,7 +322,7 @@ async def read_job_metrics(
 ) -> MetricsPage:
     """The job's metrics.jsonl rows, in pages."""
     await platform.jobs.get(job_id)
-    rows = await asyncio.to_thread(read_metrics, platform.jobs.run_dir(job_id) / METRICS_FILE)
+    rows = await asyncio.to_thread(platform.jobs.metrics(job_id).rows)
     page = rows[offset : offset + limit]
     more = offset + limit < len(rows)
     return MetricsPage(data=page, count=len(rows), next_offset=offset + limit if more else None)
