@@ -30,7 +30,7 @@ import re
 import secrets
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, closing, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, get_args
@@ -496,10 +496,11 @@ def scan(
     if kind is None and check_kind:
         kind = _first_row_kind(source, plan, settings.max_line_bytes)
     check = row_check(kind) if kind is not None and check_kind else _no_check  # type: ignore[arg-type]
-    items = read_rows(source, plan.format, settings.max_line_bytes)
-    if plan.mapping:
-        items = _mapped(items, plan.mapping)
-    with open(target, "wb") as out, DuplicateFinder(target) as finder:
+    rows = read_rows(source, plan.format, settings.max_line_bytes)
+    items = _mapped(rows, plan.mapping) if plan.mapping else rows
+    # closing: a write that fails (a full disk) must not leave the source open until the
+    # garbage collector frees the frames its error holds; an unlinked upload keeps its space.
+    with closing(rows), open(target, "wb") as out, DuplicateFinder(target) as finder:
         written = _write_checked(items, check, out, finder, settings)
         out.flush()  # the finder reads rows back from the file
         written.errors = written.errors.merged(_duplicates(finder))
@@ -599,9 +600,10 @@ def _mapped(items: Iterator[Item], mapping: dict[str, str]) -> Iterator[Item]:
 
 def _first_row_kind(source: Path, plan: Plan, max_line_bytes: int) -> str:
     """The kind that the first row that parses calls for, once mapped."""
-    for line, row in read_rows(source, plan.format, max_line_bytes):
-        if not isinstance(row, RowError):
-            return infer_kind(line, apply_mapping(row, plan.mapping))
+    with closing(read_rows(source, plan.format, max_line_bytes)) as rows:
+        for line, row in rows:
+            if not isinstance(row, RowError):
+                return infer_kind(line, apply_mapping(row, plan.mapping))
     return "chat"  # no row parses: the scan reports why, whatever the kind
 
 
