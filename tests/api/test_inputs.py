@@ -242,7 +242,7 @@ def test_unknown_api_paths_are_json_404s(app_client: TestClient, method: str, pa
     response = app_client.request(method, path)
     assert response.status_code == 404, response.text
     assert response.headers["content-type"] == "application/json"
-    assert response.json() == {"detail": "Not Found"}
+    assert response.json() == {"detail": f"Not Found: no operation {method} {path} (see /docs)"}
 
 
 @pytest.mark.parametrize(

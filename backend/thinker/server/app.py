@@ -242,6 +242,13 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> Any:
         if allowed and request.method not in allowed:
             headers = {"Allow": ", ".join(allowed)}
             return JSONResponse({"detail": "Method Not Allowed"}, status_code=405, headers=headers)
+    if exc.status_code == 404 and exc.detail == "Not Found":  # no route: say which was asked
+        raw = request.scope.get("raw_path") or request.scope["path"].encode()
+        path = raw.decode("latin-1")[:300]  # as sent (%2f stays %2f)
+        return JSONResponse(
+            {"detail": f"Not Found: no operation {request.method} {path} (see /docs)"},
+            status_code=404,
+        )
     return await http_exception_handler(request, exc)
 
 

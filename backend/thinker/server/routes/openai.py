@@ -35,6 +35,7 @@ from thinker.errors import (
 )
 from thinker.renderers import Message
 from thinker.server.deps import PlatformDep, SessionDep
+from thinker.server.limits import Name
 from thinker.server.pool import ContextLengthError, Prompt, StreamEvent
 from thinker.server.routes.sampling import (
     CLIENT_CLOSED,
@@ -48,7 +49,6 @@ from thinker.server.routes.sampling import (
     SSE_HEADERS,
     check_completion_tokens,
     check_stop_lengths,
-    printable_name,
     sse,
     unless_disconnected,
 )
@@ -120,7 +120,7 @@ class ChatCompletionCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1, max_length=300)
+    model: Name = Field(min_length=1, max_length=300)
     messages: list[ChatMessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT)
     max_completion_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT)
@@ -132,11 +132,6 @@ class ChatCompletionCreate(BaseModel):
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     user: str | None = Field(None, max_length=256)  # accepted, not used
-
-    @field_validator("model")
-    @classmethod
-    def _printable_model(cls, model: str) -> str:
-        return printable_name(model)
 
     @field_validator("stop")
     @classmethod

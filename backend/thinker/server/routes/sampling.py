@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import unicodedata
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Literal, Self, TypeVar
 
@@ -15,6 +14,7 @@ from tinker import types
 
 from thinker.renderers import Message
 from thinker.server.deps import PlatformDep
+from thinker.server.limits import Name
 from thinker.server.pool import LoadedModel, Prompt, Samples, StreamEvent
 
 router = APIRouter(prefix="/sample", tags=["sampling"])
@@ -51,7 +51,7 @@ class SampleCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1, max_length=300)  # a model id (mdl_...) or a base model
+    model: Name = Field(min_length=1, max_length=300)  # a model id (mdl_...) or a base model
     prompt: str | None = Field(None, min_length=1, max_length=MAX_TEXT_CHARS)
     messages: list[ChatMessage] | None = Field(None, min_length=1, max_length=MAX_MESSAGES)
     max_tokens: int = Field(256, ge=1, le=MAX_TOKENS_LIMIT)
@@ -74,11 +74,6 @@ class SampleCreate(BaseModel):
     def _completion_tokens(self) -> Self:
         check_completion_tokens(self.n, self.max_tokens)
         return self
-
-    @field_validator("model")
-    @classmethod
-    def _printable_model(cls, model: str) -> str:
-        return printable_name(model)
 
     @field_validator("stop")
     @classmethod
@@ -182,18 +177,6 @@ async def _disconnect(request: Request) -> None:
     server's next ASGI message is the disconnect (or comes once the response is sent)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-def printable_name(name: str) -> str:
-    """A model reference without control or format characters (a NUL, a right-to-left
-    override): it is looked up in the database, and PostgreSQL refuses a NUL."""
-    bad = next((c for c in name if unicodedata.category(c) in ("Cc", "Cf")), None)
-    if bad is not None:
-        raise ValueError(
-            f"must not contain control characters (found U+{ord(bad):04X} at position "
-            f"{name.index(bad)})"
-        )
-    return name
 
 
 def check_completion_tokens(n: int, max_tokens: int) -> None:
