@@ -287,7 +287,7 @@ def _pid(client: TestClient, job_id: str) -> int:
     return client.portal.call(read)  # type: ignore[no-any-return]
 
 
-def test_a_worker_gets_no_database_url_and_no_secrets(
+def test_a_worker_runs_nicer_and_gets_no_database_url_and_no_secrets(
     tmp_path: Path, database_url: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("THINKER_DATABASE_URL", "postgresql://thinker:hunter2-db@db:5432/thinker")
@@ -303,7 +303,11 @@ def test_a_worker_gets_no_database_url_and_no_secrets(
         job = client.post("/api/jobs", json={"algorithm": "sl", "dataset_id": chat, "config": LONG})
         job_id = job.json()["id"]
         wait_state(client, job_id, ("running",))
-        environ = _environ(_pid(client, job_id))
+        pid = _pid(client, job_id)
+        environ = _environ(pid)
+        priority = os.getpriority(os.PRIO_PROCESS, pid)
+        group = Path(f"/proc/{pid}/autogroup")  # the kernel's per-session scheduling group
+        group_nice = group.read_text().split()[-1] if group.exists() else None
         client.post(f"/api/jobs/{job_id}/cancel")
         wait_state(client, job_id, ("cancelled",))
     assert not [v for v in environ.values() if "hunter2" in v], sorted(environ)
@@ -311,6 +315,8 @@ def test_a_worker_gets_no_database_url_and_no_secrets(
     assert environ["HF_TOKEN"] == "hf_needed_for_gated_models"  # the engine may need it
     assert environ["TOKENIZERS_PARALLELISM"] == "false"  # a TOKEN in a name is no credential
     assert environ["PATH"] == os.environ["PATH"] and environ["CUDA_VISIBLE_DEVICES"] == ""
+    assert priority == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10)  # THINKER_WORKER_NICE
+    assert group_nice in (None, "10")  # its own session's group is nicer too, where there is one
 
 
 def test_a_stopped_worker_is_reported_stale_then_killed_and_its_slot_freed(

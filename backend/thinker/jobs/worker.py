@@ -284,13 +284,30 @@ def _describe(e: BaseException, run_dir: Path) -> str:
     return f"{type(e).__name__}: {e}"
 
 
+AUTOGROUP = Path("/proc/self/autogroup")
+
+
 def _lower_priority() -> None:
     """Run `THINKER_WORKER_NICE` nicer than the server that started us (set by the manager):
-    on a shared CPU the server's answers and live events come before training steps."""
+    on a shared CPU the server's answers and live events come before training steps.
+
+    Where the kernel groups processes by session for scheduling (autogroup, on by default in
+    most Linux distributions), a process's nice value only ranks it within its session, and
+    the worker has a session of its own: its group's nice is lowered too, or the worker would
+    still take an equal share against the server's session.
+    """
     nice = int(os.environ.get("THINKER_WORKER_NICE") or 0)
-    if nice > 0:
-        os.nice(nice)
-        print(f"[thinker] worker CPU priority: nice +{nice} (THINKER_WORKER_NICE)")
+    if nice <= 0:
+        return
+    os.nice(nice)
+    grouped = ""
+    if os.getsid(0) == os.getpid() and AUTOGROUP.exists():  # our own session's group only
+        try:
+            AUTOGROUP.write_text(str(nice))
+            grouped = " and its scheduling group"
+        except OSError:
+            pass  # not allowed here: the process's own nice still holds within the group
+    print(f"[thinker] worker CPU priority: nice +{nice}{grouped} (THINKER_WORKER_NICE)")
 
 
 def main(argv: list[str] | None = None) -> int:
