@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
@@ -265,6 +268,63 @@ def test_a_tinker_error_never_shows_the_stored_key(
     openai = client.post("/v1/chat/completions", json={"model": model_id, "messages": MESSAGES})
     assert openai.status_code == 503 and key not in openai.text
     assert openai.json()["error"]["type"] == "server_error"
+
+
+class RemoteSampler:
+    """The Tinker SDK's SamplingClient as the pool uses it, without the service (unreachable
+    here): `sample` returns the SDK's own awaitable future, which the test answers."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.calls: list[tuple[Future[Any], bool]] = []  # (its future, called on a loop?)
+
+    def get_tokenizer(self) -> Any:
+        return self.tokenizer
+
+    def sample(self, prompt: Any, num_samples: int, params: Any, logprobs: bool) -> Any:
+        from tinker.lib.public_interfaces.api_future import AwaitableConcurrentFuture
+
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:  # a worker thread, blocked in .result() until Tinker answers
+            on_loop = False
+        future: Future[Any] = Future()
+        self.calls.append((future, on_loop))
+        return AwaitableConcurrentFuture(future)
+
+
+def test_tinker_samples_hold_no_thread_while_the_service_answers(
+    client: TestClient, trained: TrainedRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tinker import types
+
+    from thinker.server import pool
+
+    base = pool.ModelRef(TINY, TINY, "local")
+    local = pool._sampling_client(base, _platform(client).settings)  # for its tokenizer
+    remote = RemoteSampler(local.get_tokenizer())
+    monkeypatch.setattr(pool, "_tinker_sampling_client", lambda ref, settings: remote)
+    model_id = _add_model(client, trained, backend="tinker")
+    with ThreadPoolExecutor(3) as senders:
+        body = {"model": model_id, "prompt": "1+1=", "max_tokens": 2}
+        pending = [senders.submit(client.post, "/api/sample", json=body) for _ in range(3)]
+        deadline = time.monotonic() + 120
+        while len(remote.calls) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tokens = local.get_tokenizer().encode(" 2", add_special_tokens=False)
+        for future, _ in remote.calls:
+            sequence = types.SampledSequence(
+                stop_reason="length",
+                sequence_id="s",
+                tokens_np=np.array(tokens, dtype=np.int32),
+                logprobs_np=np.zeros(len(tokens), dtype=np.float32),
+            )
+            future.set_result(types.SampleResponse(sequences=[sequence]))
+        answers = [p.result(timeout=120) for p in pending]
+    assert [on_loop for _, on_loop in remote.calls] == [True, True, True]
+    assert [a.status_code for a in answers] == [200, 200, 200], answers[0].text
+    assert {a.json()["samples"][0]["tokens"] == tokens for a in answers} == {True}
 
 
 # ---- the pool --------------------------------------------------------------------------------

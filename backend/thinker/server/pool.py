@@ -205,11 +205,11 @@ class LoadedModel:
         step (the scheduler drops a call whose future was cancelled)."""
         if self.scheduler is not None:
             response = await self.scheduler.submit(prompt.tokens, n, params, prompt_logprobs)
-        else:
+        else:  # the SDK's future, awaited: no thread waits on Tinker (a few slow samples
+            # would hold every thread of the default pool, and each `to_thread` of the server
+            # behind them), and cancelling the caller cancels it
             model_input = types.ModelInput.from_ints(prompt.tokens)
-            response = await asyncio.to_thread(
-                lambda: self.client.sample(model_input, n, params, prompt_logprobs).result()
-            )
+            response = await self.client.sample(model_input, n, params, prompt_logprobs)
         samples = [self._sample_of(seq, prompt) for seq in response.sequences]
         lp = response.prompt_logprobs if prompt_logprobs else None
         return Samples(samples, len(prompt.tokens), lp)
