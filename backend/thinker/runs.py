@@ -15,6 +15,7 @@ import os
 import shutil
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -89,45 +90,53 @@ def _fold_metrics(rows: list[dict[str, Any]], row: dict[str, Any]) -> None:
         rows.append(row)
 
 
+@dataclass
+class JsonlTail:
+    """Reads the JSON objects appended to a JSONL file since the last call; a line still being
+    written waits for its end, and a line that is not an object (torn by a crash) is skipped."""
+
+    path: Path
+    offset: int = 0
+    _partial: bytes = field(default=b"", repr=False)
+
+    def read_new(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        *lines, self._partial = (self._partial + chunk).split(b"\n")
+        return [row for row in map(_parse_line, lines) if row is not None]
+
+
 class MetricsTail:
     """`read_metrics` of a growing metrics.jsonl, parsing only the lines added since the last
     call: a server that shows a long run's curves does not re-read the whole file per request.
 
-    The file is append-only; one that got shorter (replaced) is read again from the start.
+    The file is append-only; one that got shorter (replaced) or went is read again from the
+    start.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._reset()
-
-    def _reset(self) -> None:
-        self._offset = 0
-        self._partial = b""  # the end of a line still being written
+        self._tail = JsonlTail(self.path)
         self._rows: list[dict[str, Any]] = []
 
     def rows(self) -> list[dict[str, Any]]:
         """The curves' rows as `read_metrics` gives them (safe to call from several threads)."""
         with self._lock:
-            self._read()
-            return list(self._rows)
-
-    def _read(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                if f.seek(0, os.SEEK_END) < self._offset:
-                    self._reset()
-                f.seek(self._offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            self._reset()
-            return
-        self._offset += len(chunk)
-        *lines, self._partial = (self._partial + chunk).split(b"\n")
-        for line in lines:
-            row = _parse_line(line)
-            if row is not None:
+            try:
+                shrank = self.path.stat().st_size < self._tail.offset
+            except FileNotFoundError:
+                shrank = True
+            if shrank:
+                self._tail, self._rows = JsonlTail(self.path), []
+            for row in self._tail.read_new():
                 _fold_metrics(self._rows, row)
+            return list(self._rows)
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:

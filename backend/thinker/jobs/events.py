@@ -15,9 +15,10 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from thinker.runs import JsonlTail
 
 EVENTS_FILE = "events.jsonl"
 ACTIVE_STATES = ("starting", "running")
@@ -79,35 +80,13 @@ def _finite(value: Any) -> Any:
     return value
 
 
-@dataclass
-class EventTail:
+class EventTail(JsonlTail):
     """Reads the events appended since the last call (the server keeps one per job)."""
 
-    path: Path
-    offset: int = 0
-    _partial: bytes = field(default=b"", repr=False)
-
     def read_new(self) -> list[dict[str, Any]]:
-        """Complete events written since the last call; a line still being written waits."""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(chunk)
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = lines.pop()  # b"" unless the last line is incomplete
-        return [e for e in (_parse(raw) for raw in lines) if e is not None]
-
-
-def _parse(raw: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None  # a line torn by a crash (its number is reused by the next append)
-    return value if isinstance(value, dict) and isinstance(value.get("seq"), int) else None
+        """Complete events written since the last call; a line still being written waits, and
+        a line torn by a crash (its number reused by the next append) is skipped."""
+        return [e for e in super().read_new() if isinstance(e.get("seq"), int)]
 
 
 def read_events(run_dir: Path, after: int = 0, upto: int | None = None) -> list[dict[str, Any]]:
