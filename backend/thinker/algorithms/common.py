@@ -7,6 +7,7 @@ these few helpers for the parts that must behave identically in all of them.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -305,7 +306,13 @@ async def save_checkpoint(
     """Save state and sampler weights, then append their line to checkpoints.jsonl."""
     name = f"{step:06d}"
     state, sampler = client.save_state(name), client.save_weights_for_sampler(name)
-    state_path, sampler_path = (await state).path, (await sampler).path
+    # Both writes end before an error of either is raised: a worker that exits on the first
+    # while the second is still writing would leave its temporary directory behind.
+    saved = await asyncio.gather(state, sampler, return_exceptions=True)
+    for outcome in saved:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    state_path, sampler_path = (o.path for o in saved)  # type: ignore[union-attr]
     record = {
         "name": name,
         "step": step,

@@ -518,10 +518,11 @@ class JobManager:
         if kind == "state":
             self._apply_state(job, data)
         elif kind == "plan":
-            job.total_steps = data.get("total_steps")
-            job.step = data.get("start_step", job.step)
+            total = data.get("total_steps")
+            job.total_steps = None if total is None else _count(data, "total_steps", 0)
+            job.step = _count(data, "start_step", job.step)
         elif kind == "metrics":
-            job.step = max(job.step, int(data.get("step", 0)))
+            job.step = max(job.step, _count(data, "step", 0))
         elif kind == "checkpoint" and data.get("sampler_path"):
             await self._add_model(session, job, data)
         elif kind == "report":
@@ -540,7 +541,7 @@ class JobManager:
         job.device = None
         job.finished_at = now()
         if state == "succeeded":
-            job.step = int(data.get("steps", job.step))
+            job.step = _count(data, "steps", job.step)
         if state == "failed":
             job.retryable = data.get("retryable")
 
@@ -551,7 +552,7 @@ class JobManager:
         )
         if exists is not None:
             return
-        step, stage = int(data.get("step", 0)), data.get("stage")
+        step, stage = _count(data, "step", 0), data.get("stage")
         label = f"{job.name}/{stage}" if stage else job.name
         session.add(
             Model(
@@ -776,6 +777,20 @@ def _worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
         if name in _WORKER_NEEDS
         or not (_CREDENTIAL.search(name) or _URL_WITH_PASSWORD.search(value))
     }
+
+
+def _count(data: Mapping[str, Any], key: str, default: int) -> int:
+    """A step count from a worker's event, checked to fit the database's 64-bit integers.
+
+    JSON readers turn an integer beyond 64 bits into a float; storing one would leave a row
+    that every later read of the job fails on.
+    """
+    value = data.get(key, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise ValueError(f"its event's {key} ({value!r}) is not a step count")
+    return value
 
 
 def _first_line(error: BaseException) -> str:
