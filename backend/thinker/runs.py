@@ -1,31 +1,148 @@
 """The run directory: the durable record of one training run.
 
-`runs/<run>/` holds `metrics.jsonl` (one line per logged step), `checkpoints.jsonl`
-(append-only, one line per saved checkpoint) and whatever else a stage writes
-(`config.yaml`, `metadata.json`, evaluation output). Algorithms never write these files
-directly; they call a `MetricsLogger`, which the server can replace or extend.
+`RunDir` names every file a run keeps; no other module spells one. `metrics.jsonl` holds one
+line per logged step, `checkpoints.jsonl` one `CheckpointRecord` per saved checkpoint (both
+append-only); a job's run also holds its `events.jsonl`, `job.json` and worker files, and a
+run of several stages holds one run directory per stage (`RunDir.stage`). Algorithms report
+through a `MetricsLogger`, which the job worker replaces to feed live events too.
 """
 
 from __future__ import annotations
 
-import errno
 import json
-import math
-import os
-import shutil
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
+from pydantic import BaseModel, ConfigDict
 
-from thinker.errors import StorageError
+from thinker.files import JsonlTail, append_jsonl, read_jsonl
 
-METRICS_FILE = "metrics.jsonl"
 REWIND_KEY = "rewind_to"  # a metrics.jsonl row marking a resume: later attempts supersede
-CHECKPOINTS_FILE = "checkpoints.jsonl"
+
+
+class CheckpointRecord(BaseModel):
+    """One line of checkpoints.jsonl: a checkpoint saved after `step` optimizer steps."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str  # the engine's checkpoint name (`{step:06d}`)
+    step: int
+    state_path: str  # weights + optimizer, to resume from (thinker:// or tinker://)
+    sampler_path: str | None = None  # the adapter alone, to sample from
+    time: float = 0.0
+    micro_batch_size: int | None = None  # how each step was split (a resume keeps it)
+    reference_path: str | None = None  # DPO: the frozen reference its pairs were scored by
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The files of one run directory (or of one stage's, below a run of several)."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def config(self) -> Path:
+        """config.yaml: the settings it ran with."""
+        return self.path / "config.yaml"
+
+    @property
+    def metrics(self) -> Path:
+        """metrics.jsonl: one line per logged step."""
+        return self.path / "metrics.jsonl"
+
+    @property
+    def checkpoints(self) -> Path:
+        """checkpoints.jsonl: one CheckpointRecord per saved checkpoint."""
+        return self.path / "checkpoints.jsonl"
+
+    @property
+    def metadata(self) -> Path:
+        """metadata.json: what produced it: code, data, settings, versions."""
+        return self.path / "metadata.json"
+
+    @property
+    def report(self) -> Path:
+        """report.json: a job's verdict: did it learn."""
+        return self.path / "report.json"
+
+    @property
+    def eval_output(self) -> Path:
+        """eval.jsonl: `thinker eval`'s generated answers."""
+        return self.path / "eval.jsonl"
+
+    @property
+    def events(self) -> Path:
+        """events.jsonl: a job's numbered events (thinker.jobs.events)."""
+        return self.path / "events.jsonl"
+
+    @property
+    def job(self) -> Path:
+        """job.json: a job's request, as its worker runs it."""
+        return self.path / "job.json"
+
+    @property
+    def control(self) -> Path:
+        """control.json: a stop request for a job's worker (cancel or pause)."""
+        return self.path / "control.json"
+
+    @property
+    def heartbeat(self) -> Path:
+        """heartbeat: touched by a job's worker every few seconds."""
+        return self.path / "heartbeat"
+
+    @property
+    def log(self) -> Path:
+        """worker.log: a job's worker's output."""
+        return self.path / "worker.log"
+
+    @property
+    def reserve(self) -> Path:
+        """.reserve: room a job's worker keeps for its last words on a full disk."""
+        return self.path / ".reserve"
+
+    @property
+    def rollouts(self) -> Path:
+        """rollouts/: an RL run's groups of each step, one JSONL file a step."""
+        return self.path / "rollouts"
+
+    def rollout_file(self, step: int) -> Path:
+        """The rollouts of RL step `step` (1-based)."""
+        return self.rollouts / f"step_{step:06d}.jsonl"
+
+    def rollout_files(self) -> dict[int, Path]:
+        """Every step's rollouts file, by step."""
+        found = self.rollouts.glob("step_*.jsonl")
+        return {int(f.stem.removeprefix("step_")): f for f in found if f.stem[5:].isdigit()}
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The worker log's last `lines`: what a failed or lost job shows as its context."""
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(text[-lines:])
+
+    def stage(self, name: str) -> RunDir:
+        """The run directory of stage `name` of a run of several stages."""
+        return RunDir(self.path / name)
+
+    def checkpoint_records(self) -> list[CheckpointRecord]:
+        """Every checkpoint saved, oldest first (a line torn by a crash is skipped)."""
+        return [CheckpointRecord.model_validate(r) for r in read_jsonl(self.checkpoints)]
+
+    def last_checkpoint(self) -> CheckpointRecord | None:
+        """The newest checkpoint: where a resumed run starts."""
+        return (self.checkpoint_records() or [None])[-1]
+
+    def add_checkpoint(self, record: CheckpointRecord) -> None:
+        """Append `record` to checkpoints.jsonl (fsynced: it survives a crash once written)."""
+        append_jsonl(self.checkpoints, record.model_dump(exclude_none=True))
 
 
 class MetricsLogger(Protocol):
@@ -40,13 +157,13 @@ class RunLogger:
     """Appends metrics to `metrics.jsonl` in the run directory, flushing every line."""
 
     def __init__(self, run_dir: Path, echo: bool = False, echo_every: int = 10) -> None:
-        self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run = RunDir(run_dir)
+        self.run.path.mkdir(parents=True, exist_ok=True)
         self.echo = echo
         self.echo_every = echo_every  # print every Nth step, and every step with eval metrics
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        append_jsonl(self.run_dir / METRICS_FILE, {"step": step, "time": time.time(), **metrics})
+        append_jsonl(self.run.metrics, {"step": step, "time": time.time(), **metrics})
         if self.echo and (
             step % self.echo_every == 0 or any(k.startswith("eval") for k in metrics)
         ):
@@ -62,7 +179,7 @@ class RunLogger:
         checkpoint at `step` trains those steps again, and its curve must not hold both
         attempts. The file stays append-only (a marker row is appended); `read_metrics`
         leaves the superseded rows out. Returns how many rows were superseded."""
-        path = self.run_dir / METRICS_FILE
+        path = self.run.metrics
         superseded = sum(
             1 for r in read_metrics(path) if r.get("stage") == stage and r.get("step", 0) > step
         )
@@ -88,27 +205,6 @@ def _fold_metrics(rows: list[dict[str, Any]], row: dict[str, Any]) -> None:
         rows[:] = [r for r in rows if r.get("stage") != stage or r.get("step", 0) <= step]
     else:
         rows.append(row)
-
-
-@dataclass
-class JsonlTail:
-    """Reads the JSON objects appended to a JSONL file since the last call; a line still being
-    written waits for its end, and a line that is not an object (torn by a crash) is skipped."""
-
-    path: Path
-    offset: int = 0
-    _partial: bytes = field(default=b"", repr=False)
-
-    def read_new(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(chunk)
-        *lines, self._partial = (self._partial + chunk).split(b"\n")
-        return [row for row in map(_parse_line, lines) if row is not None]
 
 
 class MetricsTail:
@@ -139,108 +235,5 @@ class MetricsTail:
             return list(self._rows)
 
 
-def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line and fsync it: a crash never leaves a half-written line behind.
-
-    NaN and infinities (a metric with nothing to average) become null: strict JSON.
-    """
-    clean = {
-        k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()
-    }
-    line = json.dumps(clean, sort_keys=False, allow_nan=False) + "\n"
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read every complete line of a JSONL file; a torn last line (crash mid-write) is ignored."""
-    if not Path(path).exists():
-        return []
-    records = []
-    for line in Path(path).read_bytes().splitlines():
-        record = _parse_line(line)
-        if record is not None:
-            records.append(record)
-    return records
-
-
-def _parse_line(line: bytes) -> dict[str, Any] | None:
-    """One JSONL line as a dict; None when it is not one (a line torn by a crash). orjson is
-    several times faster than json; json still reads what orjson refuses (NaN, huge ints)."""
-    try:
-        value = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        try:
-            value = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return None
-    return value if isinstance(value, dict) else None
-
-
 def _fmt(value: float) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-# How libraries that do not raise OSError(ENOSPC) say the disk is full: safetensors (Rust's
-# StorageFull), SQLite, PostgreSQL. torch's zip writer says only "unexpected pos": callers
-# that write through it also check the free space (`nearly_full`).
-_FULL_WORDS = ("no space left on device", "storagefull", "disk is full", "diskfullerror")
-NEARLY_FULL_BYTES = 1 << 20
-
-
-def is_disk_full(error: BaseException) -> bool:
-    """Whether `error`, or an error it was raised from, says the disk (or quota) is full."""
-    chain: list[BaseException] = []
-    seen: BaseException | None = error
-    while seen is not None and seen not in chain:
-        chain.append(seen)
-        seen = seen.__cause__ or seen.__context__
-    return any(
-        (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
-        or any(words in f"{type(e).__name__} {e}".lower() for words in _FULL_WORDS)
-        for e in chain
-    )
-
-
-def nearly_full(directory: Path) -> bool:
-    """Less than 1 MiB free on `directory`'s file system (a write there just ran out)."""
-    try:
-        return shutil.disk_usage(_existing(directory)).free < NEARLY_FULL_BYTES
-    except OSError:
-        return False
-
-
-def storage_error(error: BaseException, doing: str, directory: Path) -> StorageError:
-    """The StorageError of a write that failed while `doing` in `directory`: "no space left
-    on device while <doing> (<free> free on <directory>)", or what else stopped it."""
-    if is_disk_full(error) or nearly_full(directory):
-        return no_space_left(doing, directory)
-    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-    return StorageError(f"could not write to {directory} while {doing}: {reason}")
-
-
-def no_space_left(doing: str, directory: Path) -> StorageError:
-    return StorageError(
-        f"no space left on device while {doing} ({_free(directory)} free on {directory})"
-    )
-
-
-def _free(directory: Path) -> str:
-    try:
-        size, unit = float(shutil.disk_usage(_existing(directory)).free), "bytes"
-    except OSError:
-        return "unknown space"
-    for bigger in ("KiB", "MiB", "GiB", "TiB"):
-        if size < 1024:
-            break
-        size, unit = size / 1024, bigger
-    return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-
-
-def _existing(directory: Path) -> Path:
-    """`directory`, or its nearest ancestor that exists (the one a failed mkdir left)."""
-    while not directory.exists() and directory != directory.parent:
-        directory = directory.parent
-    return directory

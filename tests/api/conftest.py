@@ -20,7 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from thinker.server.app import create_app
-from thinker.server.settings import Settings
+from thinker.settings import Settings
 
 DATABASES = ["sqlite", "postgresql"]
 

@@ -19,21 +19,17 @@ import pytest
 import socketio
 import uvicorn
 from datasets import Dataset
-from fastapi import Depends
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from tests.system.server import free_port
 from tests.unit.test_hf_import import QA, TEST, TRAIN, jsonl_repo, parquet_repo, saved_dict
 
-from thinker.data import hf_import
-from thinker.data.hf_import import import_main
-from thinker.server import imports
+from thinker.cli import main as cli_main
+from thinker.dataprep import hf_import
 from thinker.server.app import create_app
-from thinker.server.deps import require_token
-from thinker.server.imports import register_import_handlers
 from thinker.server.platform import Platform
-from thinker.server.routes import dataset_import
-from thinker.server.settings import Settings
+from thinker.services import imports
+from thinker.settings import Settings
 from thinker.store import Dataset as DatasetRow
 from thinker.store.tables import Base
 
@@ -44,30 +40,16 @@ LAYOUTS = {"saved": saved_dict, "parquet": parquet_repo, "jsonl": jsonl_repo}
 SECOND_SPLIT = {"saved": "test", "parquet": "test", "jsonl": "validation"}
 
 
-def make_app(settings: Settings) -> Any:
-    """The real app, with the import routes and Socket.IO handlers that app.py includes;
-    added here only while app.py does not include them yet."""
-    asgi = create_app(settings)
-    api = asgi.other_asgi_app
-    if not any(getattr(route, "name", "") == "import_dataset" for route in api.routes):
-        api.include_router(
-            dataset_import.router, prefix="/api", dependencies=[Depends(require_token)]
-        )
-    if "join_imports" not in asgi.engineio_server.handlers.get("/", {}):
-        register_import_handlers(asgi.engineio_server)
-    return asgi
-
-
 @pytest.fixture
 def imports_root(settings: Settings) -> Path:
-    root = imports.imports_dir(settings)
+    root = settings.imports_dir
     root.mkdir(parents=True)
     return root
 
 
 @pytest.fixture
 def app_client(settings: Settings, imports_root: Path) -> Iterator[TestClient]:
-    with TestClient(make_app(settings)) as test_client:
+    with TestClient(create_app(settings)) as test_client:
         yield test_client
 
 
@@ -295,8 +277,8 @@ def test_shutdown_stops_a_running_import_and_keeps_nothing(
     data = [{"question": f"{i}+1", "answer": str(i + 1)} for i in range(50_000)]
     Dataset.from_list(data).save_to_disk(str(imports_root / "big"))
     import_id = start(app_client, source="big")["import_id"]
-    app = app_client.app.other_asgi_app  # type: ignore[attr-defined]
-    app_client.portal.call(imports.stop_imports, app)  # type: ignore[union-attr]
+    platform = app_client.app.other_asgi_app.state.platform  # type: ignore[attr-defined]
+    app_client.portal.call(platform.imports.stop)  # type: ignore[union-attr]
     record = finished(app_client, import_id)
     assert record["state"] == "failed" and "stopped" in record["error"]
     assert app_client.get("/api/datasets").json()["count"] == 0
@@ -356,7 +338,7 @@ def test_progress_events_over_socketio(
     monkeypatch.setattr(imports, "REPORT_INTERVAL_S", 0.005)
     data = [{"question": f"{i}+1", "answer": str(i + 1)} for i in range(rows)]
     Dataset.from_list(data).save_to_disk(str(imports_root / "big"))
-    with serving(make_app(settings)) as url:
+    with serving(create_app(settings)) as url:
         started, events = asyncio.run(watch_import(url, {"source": "big"}))
     mine = [e for e in events if e["import_id"] == started["import_id"]]
     assert mine[0]["state"] == "running" and mine[0]["rows_done"] == 0
@@ -382,14 +364,16 @@ def test_cli_import_prints_the_id_with_a_progress_bar(
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     repo = parquet_repo(imports_root.parent / "anywhere")  # the CLI reads any local directory
     argv = [str(repo), "--split", "test", "--map", "prompt=question", "--map", "answer=answer"]
-    code = import_main([*argv, "--kind", "problems", "--data-dir", str(settings.data_dir)])
+    code = cli_main(
+        ["datasets", "import", *argv, "--kind", "problems", "--data-dir", str(settings.data_dir)]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     dataset_id = out.strip()
     assert dataset_id.startswith("ds") and "\n" not in dataset_id
     assert "importing" in err and f"{len(TEST)}/{len(TEST)}" in err  # tqdm's bar, finished
     assert TOKEN not in out + err
-    with TestClient(make_app(settings)) as client:  # the server sees what the CLI stored
+    with TestClient(create_app(settings)) as client:  # the server sees what the CLI stored
         assert stored_rows(client, dataset_id) == as_problems(TEST)
 
 
@@ -399,8 +383,10 @@ def test_cli_errors_exit_2_with_the_reason(
     if settings.database_url is not None:
         monkeypatch.setenv("THINKER_DATABASE_URL", settings.database_url.get_secret_value())
     data_dir = ["--data-dir", str(settings.data_dir)]
-    assert import_main(["openai/gsm8k", "--config", "main", *data_dir]) == 2
+    assert cli_main(["datasets", "import", "openai/gsm8k", "--config", "main", *data_dir]) == 2
     assert "offline mode is on" in capsys.readouterr().err
-    assert import_main(["not a source", *data_dir]) == 2
+    assert cli_main(["datasets", "import", "not a source", *data_dir]) == 2
     assert "neither a directory nor a hub id" in capsys.readouterr().err
-    assert import_main(["org/x", "--split", "a", "--all-splits"]) == 2  # argparse refuses
+    assert (
+        cli_main(["datasets", "import", "org/x", "--split", "a", "--all-splits"]) == 2
+    )  # argparse refuses

@@ -10,7 +10,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from thinker.server.platform import Platform
-from thinker.server.settings import Settings
+from thinker.settings import Settings
 from thinker.store import Job, new_id
 
 Row = dict[str, object]

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from thinker.server.settings import Settings
+from thinker.settings import Settings
 
 CHAT = [
     {

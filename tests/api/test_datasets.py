@@ -19,10 +19,10 @@ from httpx import Response
 from tests.api.conftest import make_settings
 
 from thinker.errors import NotFoundError
-from thinker.server import datasets as server_datasets
 from thinker.server.app import create_app
 from thinker.server.platform import Platform
-from thinker.server.settings import Settings
+from thinker.services import datasets as dataset_service
+from thinker.settings import Settings
 from thinker.store import Job, new_id
 
 Row = dict[str, object]
@@ -504,14 +504,14 @@ def test_delete_refused_while_a_job_config_names_it(client: TestClient) -> None:
 
 def test_register_examples_once(tmp_path: Path, database_url: str | None) -> None:
     settings = make_settings(tmp_path / "data", database_url, register_examples=True)
-    expected = {name: kind for name, _, kind in server_datasets.EXAMPLES}
+    expected = {name: kind for name, _, kind in dataset_service.EXAMPLES}
     with TestClient(create_app(settings)) as client:
         listed = client.get("/api/datasets", params={"limit": 1000}).json()
         assert {d["name"]: d["kind"] for d in listed["data"]} == expected
         assert all(d["builtin"] for d in listed["data"])
         by_name = {d["name"]: d for d in listed["data"]}
         assert by_name["arithmetic-train"]["num_rows"] == 100
-        client.portal.call(server_datasets.register_examples, platform_of(client))  # type: ignore[union-attr]
+        client.portal.call(platform_of(client).datasets.register_examples)  # type: ignore[union-attr]
         assert client.get("/api/datasets").json()["count"] == len(expected)
     with TestClient(create_app(settings)) as client:  # a restart registers nothing new
         assert client.get("/api/datasets").json()["count"] == len(expected)
@@ -521,8 +521,8 @@ def test_register_examples_once(tmp_path: Path, database_url: str | None) -> Non
 def test_register_examples_without_the_directory_does_nothing(
     client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(server_datasets, "EXAMPLES_DIR", tmp_path / "absent")
-    client.portal.call(server_datasets.register_examples, platform_of(client))  # type: ignore[union-attr]
+    monkeypatch.setattr(dataset_service, "EXAMPLES_DIR", tmp_path / "absent")
+    client.portal.call(platform_of(client).datasets.register_examples)  # type: ignore[union-attr]
     assert client.get("/api/datasets").json()["count"] == 0
 
 
@@ -677,8 +677,7 @@ def test_store_file_makes_versions_of_a_lineage(
     source.write_bytes(as_jsonl([{"question": "9+9", "solution": "18"}]))
 
     async def new_version(parent_id: str) -> str:
-        dataset = await server_datasets.store_file(
-            platform,
+        dataset = await platform.datasets.store_file(
             source,
             filename="v.jsonl",
             name=None,

@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 from tests.api.conftest import make_settings
 
+from thinker.cli import main as cli_main
 from thinker.server.app import create_app
-from thinker.server.deps import TOKEN_TOUCH_S
 from thinker.server.platform import Platform
-from thinker.server.tokens import token_main
+from thinker.services.tokens import TOKEN_TOUCH_S
 from thinker.store import ApiToken
 
 
@@ -47,7 +47,7 @@ def test_last_used_at_is_written_once_a_minute_and_revocation_is_immediate(
         monkeypatch.setenv("THINKER_DATABASE_URL", database_url)
     settings = make_settings(data_dir, database_url, require_auth=True)
     with TestClient(create_app(settings)) as client:
-        assert token_main(["create", "--name", "ci", "--data-dir", str(data_dir)]) == 0
+        assert cli_main(["token", "create", "--name", "ci", "--data-dir", str(data_dir)]) == 0
         auth = {"Authorization": f"Bearer {capsys.readouterr().out.strip()}"}
         assert _call(client, _last_used) is None
 
@@ -64,6 +64,6 @@ def test_last_used_at_is_written_once_a_minute_and_revocation_is_immediate(
         assert _call(client, _last_used) > stale  # a minute on: written again
 
         token_id = client.get("/api/tokens", headers=auth).json()["data"][0]["id"]
-        assert token_main(["revoke", token_id, "--data-dir", str(data_dir)]) == 0
+        assert cli_main(["token", "revoke", token_id, "--data-dir", str(data_dir)]) == 0
         refused = client.get("/api/jobs", headers=auth)
         assert refused.status_code == 401 and "revoked" in refused.json()["detail"]

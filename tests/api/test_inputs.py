@@ -17,7 +17,7 @@ from tests.disk import tmpfs
 
 from thinker.server.app import create_app
 from thinker.server.limits import INT64_MAX, MAX_DEPTH
-from thinker.server.settings import Settings
+from thinker.settings import Settings
 
 PAIRS = b'{"prompt": "3+4", "completion": "7"}\n{"prompt": "2+2", "completion": "4"}\n'
 NOT_AN_ID = "ds_000000000000"  # well formed, names nothing

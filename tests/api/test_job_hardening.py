@@ -26,7 +26,6 @@ from tests.disk import tmpfs
 from thinker.engine.local.checkpoints import MANIFEST_FILE, STATE_FILE, verify
 from thinker.jobs.events import append_event
 from thinker.server.app import create_app
-from thinker.server.datasets import dataset_file
 
 ARITHMETIC = EXAMPLES / "arithmetic" / "train.jsonl"
 QUICK = {"batch_size": 4, "eval_every": 0, "save_every": 0}
@@ -150,7 +149,7 @@ def test_the_config_schema_holds_the_bounds(held: TestClient) -> None:
 
 def test_a_dataset_whose_file_is_gone_is_refused_at_creation(held: TestClient) -> None:
     chat = add_dataset(held, ARITHMETIC, "chat")
-    path = dataset_file(_platform(held).settings, chat)
+    path = _platform(held).datasets.path(chat)
     path.unlink()
     for url in ("/api/jobs", "/api/jobs/proposal"):
         response = held.post(url, json={"algorithm": "sl", "dataset_id": chat})

@@ -16,8 +16,8 @@ from tests.api.test_jobs import EXAMPLES, _platform, add_dataset, wait_state
 from tests.unit.tokenizer_fixtures import qwen3_tokenizer
 from transformers import AutoModelForCausalLM, Qwen3Config
 
-from thinker.jobs.worker import JOB_FILE
-from thinker.runs import METRICS_FILE, read_jsonl
+from thinker.files import read_jsonl
+from thinker.runs import RunDir
 
 
 def test_the_proposal_fills_what_a_request_leaves_out(client: TestClient) -> None:
@@ -148,7 +148,7 @@ def test_sl_then_dpo_from_the_sl_model(client: TestClient) -> None:
     assert created["base_model"] == "thinker/tiny"  # the SL model's own base
     assert created["parent_model_id"] == sl_model["id"]
     run_dir = _platform(client).settings.runs_dir / created["id"]
-    section = json.loads((run_dir / JOB_FILE).read_text())["section"]
+    section = json.loads((RunDir(run_dir).job).read_text())["section"]
     sl_run = _platform(client).settings.runs_dir / sl_done["id"]
     assert Path(section["init_from"]).is_relative_to(sl_run)  # its training state
     assert Path(section["reference_path"]).is_relative_to(sl_run)  # its sampler weights
@@ -156,7 +156,7 @@ def test_sl_then_dpo_from_the_sl_model(client: TestClient) -> None:
     done = wait_state(client, created["id"], ("succeeded", "failed"), timeout=300)
     assert done["state"] == "succeeded", done["log_tail"]
     # The reference is the starting policy: at step 0 every margin is 0 and the loss ln 2.
-    first = read_jsonl(run_dir / METRICS_FILE)[0]
+    first = read_jsonl(RunDir(run_dir).metrics)[0]
     assert first["step"] == 0
     assert first["eval_dpo_loss"] == pytest.approx(math.log(2), abs=1e-4)
     (dpo_model,) = client.get(f"/api/models?job_id={done['id']}").json()["data"]

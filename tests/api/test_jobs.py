@@ -15,7 +15,6 @@ from fastapi.testclient import TestClient
 from tests.api.conftest import make_settings
 
 from thinker.server.app import create_app
-from thinker.server.datasets import dataset_file
 from thinker.store import Dataset, Job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +29,7 @@ def add_dataset(client: TestClient, source: Path, kind: str) -> str:
     """A stored dataset row and file, as an upload leaves them (uploads are tested apart)."""
     platform = _platform(client)
     dataset_id = f"ds_{kind[:4]}{abs(hash(source)) % 10**8:08d}"
-    shutil.copy(source, dataset_file(platform.settings, dataset_id))
+    shutil.copy(source, platform.datasets.path(dataset_id))
     rows = sum(1 for line in source.read_text().splitlines() if line.strip())
 
     async def insert() -> None:
@@ -143,7 +142,7 @@ def test_rlhf_needs_a_dataset_of_the_right_kind_for_each_stage(held: TestClient)
     )
     assert ok.status_code == 201, ok.text
     job_file = _platform(held).settings.runs_dir / ok.json()["id"] / "job.json"
-    assert str(dataset_file(_platform(held).settings, prompts)) in job_file.read_text()
+    assert str(_platform(held).datasets.path(prompts)) in job_file.read_text()
 
 
 def test_a_tinker_job_needs_a_stored_key(held: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:

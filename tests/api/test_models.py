@@ -25,9 +25,10 @@ from sqlalchemy import select
 from thinker.algorithms.sl import SLConfig, main
 from thinker.engine.local import checkpoints
 from thinker.engine.local.models import Placement, load_base_model, load_tokenizer
-from thinker.runs import CHECKPOINTS_FILE, METRICS_FILE, RunLogger, read_jsonl
+from thinker.files import read_jsonl
+from thinker.runs import RunDir, RunLogger
 from thinker.server.platform import Platform
-from thinker.server.settings import Settings
+from thinker.settings import Settings
 from thinker.store import Dataset, Job, Model
 
 torch.set_num_threads(1)  # two cores shared by parallel test runs
@@ -68,8 +69,8 @@ def _call(client: TestClient, fn: Callable[[Platform], Coroutine[Any, Any, Any]]
 def models(client: TestClient, settings: Settings, trained_run: Path) -> list[str]:
     """Ids of the local models (step 2, step 3) and one Tinker model, newest last."""
     shutil.copytree(trained_run, settings.runs_dir / JOB_ID)
-    metrics = {r["step"]: r for r in read_jsonl(trained_run / METRICS_FILE)}
-    records = read_jsonl(trained_run / CHECKPOINTS_FILE)
+    metrics = {r["step"]: r for r in read_jsonl(RunDir(trained_run).metrics)}
+    records = read_jsonl(RunDir(trained_run).checkpoints)
     assert [r["step"] for r in records] == [2, 3]
 
     async def insert(platform: Platform) -> list[str]:

@@ -255,7 +255,7 @@ def test_a_tinker_model_without_a_key_is_a_clear_error(
 def test_a_tinker_error_never_shows_the_stored_key(
     client: TestClient, trained: TrainedRun, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from thinker.server.secrets import write_secret
+    from thinker.secrets import write_secret
 
     key = "tml-secret-key-that-must-not-leak"
     write_secret(_platform(client).settings, "tinker_api_key", key)

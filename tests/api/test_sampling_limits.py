@@ -28,7 +28,7 @@ from tinker import types
 from thinker.engine.local.scheduler import DecodeScheduler
 from thinker.server.app import create_app
 from thinker.server.platform import Platform
-from thinker.server.settings import Settings
+from thinker.settings import Settings
 
 from .conftest import make_settings
 from .test_sampling import TINY, TrainedRun, _add_model, trained  # noqa: F401 (a fixture)

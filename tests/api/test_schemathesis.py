@@ -20,8 +20,8 @@ from schemathesis.python.asgi import get_client, shutdown_lifespans
 from tests.api.conftest import DATABASES, fresh_database, make_settings
 
 from thinker.server.app import create_app
-from thinker.server.settings import Settings
-from thinker.server.tokens import create_token
+from thinker.services.tokens import create_token
+from thinker.settings import Settings
 from thinker.store import make_engine, migrate, session_factory, sqlite_url
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,13 +14,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from tests.api.conftest import make_settings
 
+from thinker.cli import main as cli_main
 from thinker.errors import ConfigError
+from thinker.secrets import delete_secret, read_secret, write_secret
 from thinker.server.app import create_app
-from thinker.server.deps import hash_token
 from thinker.server.platform import Platform
-from thinker.server.secrets import delete_secret, read_secret, write_secret
-from thinker.server.settings import Settings
-from thinker.server.tokens import token_main
+from thinker.services.tokens import hash_token
+from thinker.settings import Settings
 from thinker.store import ApiToken
 
 KEY = "tml-Zq8SECRETkey0123456789abcdef"
@@ -128,7 +128,7 @@ def test_tokens_guard_every_call(
         _refuses_without_a_good_header(client)
 
         # A token from the command line, against the same data directory, is accepted.
-        assert token_main(["create", "--name", "ci", "--data-dir", str(data_dir)]) == 0
+        assert cli_main(["token", "create", "--name", "ci", "--data-dir", str(data_dir)]) == 0
         out = capsys.readouterr()
         cli_token = out.out.strip()
         assert cli_token.startswith("thk_") and "cannot be shown again" in out.err
@@ -160,11 +160,11 @@ def test_tokens_guard_every_call(
         assert refused.status_code == 401 and "revoked" in refused.json()["detail"]
 
         cli_id = next(t["id"] for t in listed.json()["data"] if t["name"] == "ci")
-        assert token_main(["list", "--data-dir", str(data_dir)]) == 0
+        assert cli_main(["token", "list", "--data-dir", str(data_dir)]) == 0
         table = capsys.readouterr().out
         assert cli_id in table and api_id in table and "revoked" in table
         assert cli_token not in table
-        assert token_main(["revoke", cli_id, "--data-dir", str(data_dir)]) == 0
+        assert cli_main(["token", "revoke", cli_id, "--data-dir", str(data_dir)]) == 0
         assert client.get("/api/health", headers=cli_auth).status_code == 401
 
 
@@ -195,11 +195,11 @@ def test_token_cli_refuses_bad_input(
 ) -> None:
     monkeypatch.delenv("THINKER_DATABASE_URL", raising=False)
     data_dir = str(tmp_path / "data")
-    assert token_main([]) == 2
-    assert token_main(["create", "--data-dir", data_dir]) == 2  # no --name
-    assert token_main(["create", "--name", "  ", "--data-dir", data_dir]) == 2
-    assert token_main(["revoke", "tok_ffffffffffff", "--data-dir", data_dir]) == 2
+    assert cli_main(["token"]) == 2
+    assert cli_main(["token", "create", "--data-dir", data_dir]) == 2  # no --name
+    assert cli_main(["token", "create", "--name", "  ", "--data-dir", data_dir]) == 2
+    assert cli_main(["token", "revoke", "tok_ffffffffffff", "--data-dir", data_dir]) == 2
     err = capsys.readouterr().err
     assert "token name" in err and "no API token 'tok_ffffffffffff'" in err
-    assert token_main(["list", "--data-dir", data_dir]) == 0
+    assert cli_main(["token", "list", "--data-dir", data_dir]) == 0
     assert "no API tokens" in capsys.readouterr().err

@@ -18,7 +18,8 @@ from safetensors.torch import load_file
 from thinker.algorithms import dpo, reward_model, sl
 from thinker.algorithms.common import RunResult
 from thinker.engine.local import checkpoints
-from thinker.runs import METRICS_FILE, RunLogger, read_jsonl, read_metrics
+from thinker.files import read_jsonl
+from thinker.runs import RunDir, RunLogger, read_metrics
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 # Adam's first step is lr * g / (|g| + eps): with the usual eps it is lr * sign(g), blind to a
@@ -90,8 +91,8 @@ def test_sl_in_micro_batches_learns_and_explains_its_plan(
     assert line.startswith("[thinker] batch plan: available memory ")  # a CPU: MemAvailable
     assert "micro_batch_size 2 (as set)" in line
     assert "batch_size 8 -> 4 pass(es) of up to 2 examples" in line
-    nll = [m["train_mean_nll"] for m in read_jsonl(tmp_path / METRICS_FILE)]
-    assert all(m["num_sequences"] == 8 for m in read_jsonl(tmp_path / METRICS_FILE))
+    nll = [m["train_mean_nll"] for m in read_jsonl(RunDir(tmp_path).metrics)]
+    assert all(m["num_sequences"] == 8 for m in read_jsonl(RunDir(tmp_path).metrics))
     # observed (5 s): train NLL 5.4 over the first 5 steps -> 0.76 over the last 5; held-out 0.75
     assert sum(nll[-5:]) / 5 < 0.5 * sum(nll[:5]) / 5
     assert result.final_metrics["eval_mean_nll"] < 1.5
@@ -180,7 +181,7 @@ def test_a_resumed_run_splits_its_steps_as_its_checkpoint_recorded(
         asyncio.run(sl.main(config, logger=CrashingLogger(tmp_path, crash_after=3)))
     recorded = [c["micro_batch_size"] for c in read_jsonl(tmp_path / "checkpoints.jsonl")]
     assert recorded == [16]
-    assert [m["step"] for m in read_jsonl(tmp_path / METRICS_FILE)] == [1, 2, 3]
+    assert [m["step"] for m in read_jsonl(RunDir(tmp_path).metrics)] == [1, 2, 3]
 
     monkeypatch.setattr(memory, "free_memory", lambda device: 0)  # now only MIN_TOKENS fit
     _, logger = _run(sl.main, config)
@@ -189,8 +190,8 @@ def test_a_resumed_run_splits_its_steps_as_its_checkpoint_recorded(
     out = capsys.readouterr().out
     assert "micro_batch_size 16 as the checkpoint recorded" in out
     assert "1 metrics row(s) of the earlier attempt after it are superseded" in out
-    assert [m["step"] for m in read_metrics(tmp_path / METRICS_FILE)] == [1, 2, 3, 4, 5, 6]
-    raw = read_jsonl(tmp_path / METRICS_FILE)  # append-only: the first attempt's row stays
+    assert [m["step"] for m in read_metrics(RunDir(tmp_path).metrics)] == [1, 2, 3, 4, 5, 6]
+    raw = read_jsonl(RunDir(tmp_path).metrics)  # append-only: the first attempt's row stays
     assert [m.get("step", m.get("rewind_to")) for m in raw] == [1, 2, 3, 2, 3, 4, 5, 6]
 
     # a fresh run under the same pressure splits by memory: the pin above was the checkpoint's

@@ -22,7 +22,8 @@ from thinker.algorithms.dpo import DPOConfig, main
 from thinker.algorithms.sl import SLConfig
 from thinker.algorithms.sl import main as sl_main
 from thinker.engine.local import checkpoints
-from thinker.runs import CHECKPOINTS_FILE, METRICS_FILE, RunLogger, read_jsonl, read_metrics
+from thinker.files import read_jsonl
+from thinker.runs import RunDir, RunLogger, read_metrics
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 PREFERENCES = EXAMPLES / "preferences"
@@ -68,7 +69,7 @@ def _adapter(path: str | None, storage: Path) -> dict[str, torch.Tensor]:
 
 def test_dpo_raises_heldout_accuracy_and_margin(tmp_path: Path) -> None:
     result = _train(_config(tmp_path, max_steps=20, eval_every=10, lr_schedule="constant"))
-    evals = [m for m in read_jsonl(tmp_path / METRICS_FILE) if "eval_accuracy" in m]
+    evals = [m for m in read_jsonl(RunDir(tmp_path).metrics) if "eval_accuracy" in m]
     assert [m["step"] for m in evals] == [0, 10, 20]
     start, middle, end = evals
     # observed at step 0, where the policy is the reference: accuracy 0.525 (ties broken by
@@ -143,9 +144,9 @@ def test_resume_matches_an_uninterrupted_run_bitwise_and_keeps_the_reference(
                 logger=CrashingLogger(interrupted.log_path, crash_after=7),
             )
         )
-    assert [c["step"] for c in read_jsonl(interrupted.log_path / CHECKPOINTS_FILE)] == [4]
+    assert [c["step"] for c in read_jsonl(RunDir(interrupted.log_path).checkpoints)] == [4]
     resumed = _train(interrupted, storage)
-    lines = read_jsonl(interrupted.log_path / CHECKPOINTS_FILE)
+    lines = read_jsonl(RunDir(interrupted.log_path).checkpoints)
     assert [c["step"] for c in lines] == [4, 8, 12]
 
     # Same final weights, bit for bit.
@@ -164,7 +165,7 @@ def test_resume_matches_an_uninterrupted_run_bitwise_and_keeps_the_reference(
     # Steps 5-12 after the resume report exactly what the uninterrupted run did: the rewards
     # are log-ratios against the reference, so a different reference would show here.
     def after_step_4(run_dir: Path) -> list[dict[str, float]]:
-        rows = read_metrics(run_dir / METRICS_FILE)  # as the curves stand after the resume
+        rows = read_metrics(RunDir(run_dir).metrics)  # as the curves stand after the resume
         kept = [r for r in rows if r["step"] > 4]
         return [{k: v for k, v in r.items() if k not in ("time", "step_time_s")} for r in kept]
 

@@ -20,7 +20,8 @@ import torch
 import yaml
 
 from thinker.cli import main
-from thinker.runs import CHECKPOINTS_FILE, read_jsonl
+from thinker.files import read_jsonl
+from thinker.runs import RunDir
 
 SL_STAGE = {
     "name": "warmup",
@@ -138,8 +139,8 @@ def test_each_stage_trains_in_its_own_directory_from_the_previous_checkpoint(
     sl_then_rl: tuple[Path, Path, str],
 ) -> None:
     _, run_dir, out = sl_then_rl
-    sl_checkpoints = read_jsonl(run_dir / "warmup" / CHECKPOINTS_FILE)
-    rl_checkpoints = read_jsonl(run_dir / "rl" / CHECKPOINTS_FILE)
+    sl_checkpoints = read_jsonl(RunDir(run_dir / "warmup").checkpoints)
+    rl_checkpoints = read_jsonl(RunDir(run_dir / "rl").checkpoints)
     assert [c["step"] for c in sl_checkpoints] == [3]
     assert [c["step"] for c in rl_checkpoints] == [1, 2]
     sl_state = sl_checkpoints[-1]["state_path"]
@@ -149,14 +150,14 @@ def test_each_stage_trains_in_its_own_directory_from_the_previous_checkpoint(
     assert rl_config["log_path"] == str(run_dir / "rl")
     assert f'initialised: {{"from": "{sl_state}"}}' in out  # the RL loop really started there
     assert (run_dir / "rl" / "rollouts" / "step_000002.jsonl").is_file()
-    assert not (run_dir / CHECKPOINTS_FILE).exists()  # nothing trains in the run root
+    assert not (RunDir(run_dir).checkpoints).exists()  # nothing trains in the run root
 
 
 def test_metadata_json_lists_the_stages(sl_then_rl: tuple[Path, Path, str]) -> None:
     _, run_dir, _ = sl_then_rl
     meta = metadata(run_dir)
-    sl_last = read_jsonl(run_dir / "warmup" / CHECKPOINTS_FILE)[-1]
-    rl_last = read_jsonl(run_dir / "rl" / CHECKPOINTS_FILE)[-1]
+    sl_last = read_jsonl(RunDir(run_dir / "warmup").checkpoints)[-1]
+    rl_last = read_jsonl(RunDir(run_dir / "rl").checkpoints)[-1]
 
     warmup, rl = meta["training_stages"]
     assert (warmup["name"], warmup["algorithm"], warmup["status"]) == ("warmup", "sl", "passed")
@@ -197,7 +198,7 @@ def test_starting_the_run_again_skips_the_finished_stages(
     assert "stage warmup finished before; skipped" in out
     assert "stage rl finished before; skipped" in out
     assert "initialised" not in out and "step 1:" not in out  # no model was even loaded
-    assert [c["step"] for c in read_jsonl(run_dir / "rl" / CHECKPOINTS_FILE)] == [1, 2]
+    assert [c["step"] for c in read_jsonl(RunDir(run_dir / "rl").checkpoints)] == [1, 2]
     assert metadata(run_dir)["training_stages"] == before
 
 
@@ -209,7 +210,7 @@ def test_an_interrupted_stage_resumes_from_its_checkpoints(
     path, finished, _ = sl_then_rl
     run_dir = finished.parent / "r2"
     shutil.copytree(finished, run_dir)  # thinker:// paths are relative to the run directory
-    checkpoints = run_dir / "rl" / CHECKPOINTS_FILE
+    checkpoints = RunDir(run_dir / "rl").checkpoints
     first = checkpoints.read_text().splitlines()[0]
     checkpoints.write_text(first + "\n")
     meta = metadata(run_dir)
@@ -249,7 +250,7 @@ def test_a_dpo_stage_starts_from_sl_and_keeps_it_as_its_reference(
     assert code == 0, err
 
     run_dir = tmp_path / "runs" / "d1"
-    sl_last = read_jsonl(run_dir / "warmup" / CHECKPOINTS_FILE)[-1]
+    sl_last = read_jsonl(RunDir(run_dir / "warmup").checkpoints)[-1]
     dpo_config = yaml.safe_load((run_dir / "pref" / "config.yaml").read_text())
     assert dpo_config["init_from"] == sl_last["state_path"]
     assert dpo_config["reference_path"] == sl_last["sampler_path"]
@@ -277,7 +278,7 @@ def test_sl_rm_rl_stages_score_rl_with_the_judge_of_the_rm_stage(
     assert code == 0, err
 
     run_dir = tmp_path / "runs" / "j1"
-    sl_last = read_jsonl(run_dir / "warmup" / CHECKPOINTS_FILE)[-1]
+    sl_last = read_jsonl(RunDir(run_dir / "warmup").checkpoints)[-1]
     rm_config = yaml.safe_load((run_dir / "judge" / "config.yaml").read_text())
     rl_config = yaml.safe_load((run_dir / "rl" / "config.yaml").read_text())
     assert rm_config["init_from"] is None
@@ -307,8 +308,9 @@ def test_an_rl_stage_scored_by_a_judge_needs_an_rm_stage_before_it(
 def test_rlhf_runs_its_own_three_stages_in_the_run_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`algorithm: rlhf` links its stages itself (stages.json); the CLI finds its final
-    checkpoint in <run>/rl and records the judge's and the policy's held-out figures."""
+    """`algorithm: rlhf` is the stages sl -> rm -> rl, recorded like a `stages:` list; the CLI
+    finds its final checkpoint in <run>/rl and records the judge's and the policy's held-out
+    figures."""
     write_project(tmp_path, [SL_STAGE])  # the data
     small = {"max_steps": 2, "eval_every": 0, "save_every": 0}
     training = {
@@ -332,9 +334,11 @@ def test_rlhf_runs_its_own_three_stages_in_the_run_directory(
     assert code == 0, err
 
     run_dir = tmp_path / "runs" / "h1"
-    assert json.loads((run_dir / "stages.json").read_text())["algorithm"] == "rlhf"
-    rl_last = read_jsonl(run_dir / "rl" / CHECKPOINTS_FILE)[-1]
+    rl_last = read_jsonl(RunDir(run_dir / "rl").checkpoints)[-1]
     meta = metadata(run_dir)
+    stages = [(s["name"], s["algorithm"], s["status"]) for s in meta["training_stages"]]
+    assert stages == [("sl", "sl", "passed"), ("rm", "rm", "passed"), ("rl", "rl", "passed")]
+    assert "eval_win_rate_vs_sl" in meta["training_stages"][2]["final_metrics"]
     assert meta["stages"]["train"]["sampler_path"] == rl_last["sampler_path"]
     assert meta["stages"]["eval"]["checkpoint"] == rl_last["sampler_path"]
     held_out = meta["stages"]["eval"]["metrics"]

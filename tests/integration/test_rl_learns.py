@@ -18,8 +18,9 @@ import thinker
 from thinker.algorithms.rl import RLConfig, Rollout, group_advantages, main
 from thinker.algorithms.sl import SLConfig
 from thinker.algorithms.sl import main as sl_main
+from thinker.files import read_jsonl
 from thinker.rewards import Completion, ExactMatchReward, Problem
-from thinker.runs import RunLogger, read_jsonl
+from thinker.runs import RunLogger
 
 RL_DATA = Path(__file__).resolve().parents[2] / "data" / "examples" / "rl"
 

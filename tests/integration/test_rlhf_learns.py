@@ -11,10 +11,8 @@ to each).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -28,8 +26,13 @@ from thinker.algorithms.rl_config import RLConfig
 from thinker.algorithms.sl_config import SLConfig
 from thinker.data.problems import load_problems
 from thinker.engine.local import checkpoints
+from thinker.errors import ConfigError
+from thinker.files import read_jsonl
+from thinker.pipeline.config import RLHFTraining
+from thinker.pipeline.metadata import RunMetadata
+from thinker.pipeline.stages import check_stage_settings, run_stages
 from thinker.renderers import get_renderer
-from thinker.runs import CHECKPOINTS_FILE, METRICS_FILE, RunLogger, read_jsonl
+from thinker.runs import RunDir, RunLogger
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 PREFERENCES = EXAMPLES / "preferences"
@@ -84,7 +87,7 @@ def _adapter(storage: Path, path: str | None) -> dict[str, torch.Tensor]:
 def test_reward_model_accuracy_beats_chance(
     reward_model: RunResult, storage: Path, service: thinker.ServiceClient
 ) -> None:
-    start, end = (m for m in read_jsonl(storage / "rm" / METRICS_FILE) if "rm_eval_margin" in m)
+    start, end = (m for m in read_jsonl(RunDir(storage / "rm").metrics) if "rm_eval_margin" in m)
     # The fresh adapter is the base model: no preference (observed P(chosen) 0.4998, margin
     # -0.0009; its accuracy, 0.18, only counts the signs of those tiny margins).
     assert start["step"] == 0
@@ -160,11 +163,10 @@ def test_rl_against_the_judge_raises_its_score(
     assert [k for k in before if torch.equal(before[k], after[k])] == []
 
 
-def _pipeline_config(run_dir: Path, rl_steps: int) -> rlhf.RLHFConfig:
+def _rlhf(rl_steps: int) -> RLHFTraining:
     """A few steps per stage: enough to prove the wiring, not the learning."""
-    return rlhf.RLHFConfig.model_validate(
+    return RLHFTraining.model_validate(
         {
-            "log_path": run_dir,
             "lora_rank": 8,
             "sl": {"dataset": RLHF / "demos.jsonl", "max_steps": 3, "batch_size": 8},
             "rm": {
@@ -186,26 +188,38 @@ def _pipeline_config(run_dir: Path, rl_steps: int) -> rlhf.RLHFConfig:
     )
 
 
+def _train(run_dir: Path, section: RLHFTraining) -> RunResult:
+    """RLHF's stages as the CLI and a job's worker train them (pipeline.stages)."""
+    meta = RunMetadata.load(run_dir)
+    stages = section.stages()
+    meta.plan_training_stages(stages)
+    check_stage_settings(stages, meta)
+    return asyncio.run(run_stages(stages, RunDir(run_dir), meta))
+
+
 def _logs(run_dir: Path) -> dict[str, str]:
     return {
-        f"{stage}/{name}": (run_dir / stage / name).read_text()
+        f"{stage}/{file}": getattr(RunDir(run_dir / stage), file).read_text()
         for stage in rlhf.STAGE_NAMES
-        for name in (METRICS_FILE, CHECKPOINTS_FILE)
+        for file in ("metrics", "checkpoints")
     }
 
 
-def test_pipeline_links_its_stages_and_does_not_rerun_finished_ones(tmp_path: Path) -> None:
+def test_rlhf_trains_as_three_linked_stages_and_does_not_rerun_finished_ones(
+    tmp_path: Path,
+) -> None:
     run_dir = tmp_path / "run"
-    result = asyncio.run(rlhf.main(_pipeline_config(run_dir, rl_steps=2)))
+    result = _train(run_dir, _rlhf(rl_steps=2))
 
-    stages: dict[str, Any] = json.loads((run_dir / rlhf.STAGES_FILE).read_text())["stages"]
+    stages = {r["name"]: r for r in RunMetadata.load(run_dir).data["training_stages"]}
     assert list(stages) == ["sl", "rm", "rl"]
     for name, steps in (("sl", 3), ("rm", 3), ("rl", 2)):
+        assert stages[name]["status"] == "passed"
         assert stages[name]["run_dir"] == str(run_dir / name)
         assert stages[name]["steps"] == steps
-        assert read_jsonl(run_dir / name / CHECKPOINTS_FILE)[-1]["step"] == steps
-        assert stages[name]["config"]["lora_rank"] == 8
-    assert stages["rl"]["config"]["init_from"] == stages["sl"]["state_path"]
+        assert RunDir(run_dir / name).checkpoint_records()[-1].step == steps
+    assert stages["rl"]["init_from"] == stages["sl"]["state_path"]  # RL continues SL
+    assert stages["rm"]["init_from"] is None  # the judge starts from the base model
     assert "rm_eval_accuracy" in stages["rm"]["final_metrics"]
     assert "eval_win_rate_vs_sl" in stages["rl"]["final_metrics"]
     assert result.sampler_path == stages["rl"]["sampler_path"]
@@ -214,22 +228,13 @@ def test_pipeline_links_its_stages_and_does_not_rerun_finished_ones(tmp_path: Pa
         == stages["rm"]["final_metrics"]["rm_eval_accuracy"]
     )
 
-    # Started again with one more RL step: SL and RM are not rerun; RL resumes at step 2.
+    # Started again with the same settings: nothing trains again.
     logs = _logs(run_dir)
-    asyncio.run(rlhf.main(_pipeline_config(run_dir, rl_steps=3)))
-    again = _logs(run_dir)
-    for stage in ("sl", "rm"):
-        for name in (METRICS_FILE, CHECKPOINTS_FILE):
-            assert again[f"{stage}/{name}"] == logs[f"{stage}/{name}"]
-    assert [c["step"] for c in read_jsonl(run_dir / "rl" / CHECKPOINTS_FILE)] == [2, 3]
-    assert [m["step"] for m in read_jsonl(run_dir / "rl" / METRICS_FILE) if "reward_mean" in m] == [
-        1,
-        2,
-        3,
-    ]
-    stages = json.loads((run_dir / rlhf.STAGES_FILE).read_text())["stages"]
-    assert stages["rl"]["steps"] == 3
+    again = _train(run_dir, _rlhf(rl_steps=2))
+    assert _logs(run_dir) == logs
+    assert again.sampler_path == result.sampler_path
 
-    # Once every stage is finished, starting again runs nothing.
-    asyncio.run(rlhf.main(_pipeline_config(run_dir, rl_steps=3)))
-    assert _logs(run_dir) == again
+    # A finished stage whose settings changed is refused, not silently rerun or skipped.
+    with pytest.raises(ConfigError, match="stage 'rl' .* finished with other settings"):
+        _train(run_dir, _rlhf(rl_steps=3))
+    assert _logs(run_dir) == logs

@@ -17,9 +17,10 @@ import thinker
 from thinker.algorithms.sl import SLConfig, SLResult, main
 from thinker.data import load_conversations
 from thinker.engine.local import checkpoints
+from thinker.files import read_jsonl
 from thinker.pipeline.evaluate import evaluate
 from thinker.renderers import get_renderer
-from thinker.runs import CHECKPOINTS_FILE, RunLogger, read_jsonl
+from thinker.runs import RunDir, RunLogger
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 
@@ -103,9 +104,9 @@ def test_resume_from_checkpoint_matches_an_uninterrupted_run_bitwise(tmp_path: P
     interrupted = _config("arithmetic", tmp_path / "interrupted", **settings)
     with pytest.raises(Crash):
         asyncio.run(main(interrupted, logger=CrashingLogger(interrupted.log_path, crash_after=12)))
-    assert [c["step"] for c in read_jsonl(interrupted.log_path / CHECKPOINTS_FILE)] == [5, 10]
+    assert [c["step"] for c in read_jsonl(RunDir(interrupted.log_path).checkpoints)] == [5, 10]
     resumed = _train(interrupted)
-    steps = [c["step"] for c in read_jsonl(interrupted.log_path / CHECKPOINTS_FILE)]
+    steps = [c["step"] for c in read_jsonl(RunDir(interrupted.log_path).checkpoints)]
     assert steps == [5, 10, 15, 20]
 
     def weights(run: SLResult, run_dir: Path) -> dict[str, torch.Tensor]:

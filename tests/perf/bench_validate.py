@@ -1,6 +1,6 @@
 """Benchmark: validating a large chat JSONL upload, rows per second and peak memory.
 
-Runs the server's whole-file validation (`thinker.server.datasets.scan`: parse, check every
+Runs the server's whole-file validation (`thinker.services.dataset_files.scan`: parse, check every
 row as chat, write the canonical JSONL, find exact duplicates) on generated files of two
 sizes, each in a fresh subprocess so that its peak memory is its own:
 
@@ -50,8 +50,8 @@ def rss_kib() -> int:
 
 def measure(path: Path) -> dict[str, float]:
     """Validate `path` in this process; the figures as a dict."""
-    from thinker.server.datasets import Plan, scan
-    from thinker.server.settings import Settings
+    from thinker.services.dataset_files import Plan, scan
+    from thinker.settings import Settings
 
     settings = Settings(data_dir=path.parent / "server", max_rows=10**9)
     settings.datasets_dir.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,8 @@ from thinker.algorithms.sl import SLConfig, main
 from thinker.engine import ServiceClient
 from thinker.engine.local import checkpoints
 from thinker.errors import DamagedError, StorageError
-from thinker.runs import CHECKPOINTS_FILE, RunLogger, read_jsonl
+from thinker.files import read_jsonl
+from thinker.runs import RunDir, RunLogger
 
 torch.set_num_threads(1)
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
@@ -51,7 +52,7 @@ def run(trained: Path, tmp_path: Path) -> Path:
 
 
 def _last(run: Path) -> dict[str, str]:
-    return read_jsonl(run / CHECKPOINTS_FILE)[-1]
+    return read_jsonl(RunDir(run).checkpoints)[-1]
 
 
 def _flip(path: Path) -> None:

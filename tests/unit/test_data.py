@@ -21,10 +21,11 @@ from thinker.data import (
     split_train_eval,
     validate_jsonl,
 )
+from thinker.data.rows import encode_row
 from thinker.data.validation import MAX_ROW_DEPTH, DuplicateFinder, ErrorSummary
 from thinker.errors import ConfigError, DatasetError
-from thinker.server.datasets import Plan, encode_row, scan
-from thinker.server.settings import Settings
+from thinker.services.dataset_files import Plan, scan
+from thinker.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 GOOD_CHAT = {
@@ -369,7 +370,7 @@ def test_generator_reproduces_the_shipped_files(tmp_path: Path) -> None:
     assert all((tmp_path / p).read_bytes() == (EXAMPLES / p).read_bytes() for p in written)
 
 
-# --- whole-file validation of an upload (thinker.server.datasets.scan) -----------------------
+# --- whole-file validation of an upload (thinker.services.dataset_files.scan) -------------------
 
 
 def scan_file(

@@ -17,16 +17,10 @@ import pytest
 from tokenizer_fixtures import llama3_tokenizer
 
 from thinker.algorithms.dpo import _render as dpo_render
-from thinker.data.inspect_cli import (
-    STYLE_CUT,
-    STYLE_RESET,
-    STYLE_TRAINED,
-    inspect_file,
-    inspect_main,
-    print_report,
-)
+from thinker.cli import main as cli_main
+from thinker.cli.datasets import STYLE_CUT, STYLE_RESET, STYLE_TRAINED, print_report
 from thinker.data.preferences import check_pair, row_pair
-from thinker.data.stats import (
+from thinker.dataprep.stats import (
     DatasetStats,
     PreviewRow,
     Rendering,
@@ -41,6 +35,7 @@ from thinker.data.stats import (
 )
 from thinker.renderers import Message, TrainOnWhat, get_renderer
 from thinker.renderers.turns import decode
+from thinker.services.inspect import inspect_file
 
 Row = dict[str, object]
 
@@ -276,7 +271,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 
 
 def inspect_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
-    code = inspect_main([*argv, "--json"])
+    code = cli_main(["datasets", "inspect", *argv, "--json"])
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -331,7 +326,7 @@ def test_inspect_fails_rows_that_train_nothing_and_prints_where(
 ) -> None:
     ends_with_user = chat(("user", "1+1"), ("assistant", "2"), ("user", "and 3+4?"))
     path = write_jsonl(tmp_path / "chat.jsonl", [TWO_TURNS, ends_with_user])
-    assert inspect_main([str(path)]) == 3
+    assert cli_main(["datasets", "inspect", str(path)]) == 3
     report = capsys.readouterr().out
     assert "line 2: the row trains no token" in report
     assert "Assistant:⟦ 7\n\n    User:⟧" in report  # trained text marked off a terminal
@@ -366,7 +361,7 @@ def test_inspect_maps_fields_given_on_the_command_line(
 )
 def test_inspect_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     example = str(EXAMPLES / "arithmetic" / "train.jsonl")
-    assert inspect_main([a.replace("{example}", example) for a in argv]) == 2
+    assert cli_main(["datasets", "inspect", *(a.replace("{example}", example) for a in argv)]) == 2
     assert capsys.readouterr().out == ""
 
 

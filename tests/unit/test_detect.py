@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from thinker.data.detect import apply_mapping, detect_file, mapping_problems, source_fields
 from thinker.data.loading import check_conversation_row
 from thinker.data.preferences import check_pair
 from thinker.data.problems import check_problem_row
 from thinker.data.validation import RowError
+from thinker.dataprep.detect import apply_mapping, detect_file, mapping_problems, source_fields
 
 Row = dict[str, object]
 HUMAN_GPT = [{"from": "human", "value": "3+4"}, {"from": "gpt", "value": "7"}]

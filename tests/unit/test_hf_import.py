@@ -17,8 +17,9 @@ import pytest
 from datasets import Dataset, DatasetDict, Features, Value
 from datasets.exceptions import DatasetNotFoundError
 
-from thinker.data import hf_import
-from thinker.data.hf_import import (
+from thinker.cli.datasets import UsageError, parse_mapping
+from thinker.dataprep import hf_import
+from thinker.dataprep.hf_import import (
     HubAuthRequired,
     HubDatasetNotFound,
     HubRequest,
@@ -29,7 +30,6 @@ from thinker.data.hf_import import (
     UnknownSplit,
     fetch_rows,
     is_hub_id,
-    parse_mapping,
     resolve_server_source,
     translate_error,
 )
@@ -294,5 +294,5 @@ def test_map_flags_parse() -> None:
         "completion": "answer",
     }
     assert parse_mapping([]) is None
-    with pytest.raises(HubSourceError, match="CANONICAL=SOURCE"):
+    with pytest.raises(UsageError, match="CANONICAL=SOURCE"):
         parse_mapping(["prompt"])

@@ -8,8 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from thinker.jobs.events import EVENTS_FILE, EventTail, append_event, read_events
+from thinker.jobs.events import EventTail, append_event, read_events
 from thinker.jobs.procs import is_alive, start_time
+from thinker.runs import RunDir
 
 
 def _write_many(run_dir: str, writer: int) -> None:
@@ -32,7 +33,7 @@ def test_concurrent_writers_number_every_event_once_without_gaps(tmp_path: Path)
 
 def test_a_torn_last_line_is_skipped_and_its_number_reused(tmp_path: Path) -> None:
     append_event(tmp_path, "state", {"state": "queued"})
-    with open(tmp_path / EVENTS_FILE, "ab") as f:
+    with open(RunDir(tmp_path).events, "ab") as f:
         f.write(b'{"seq": 2, "time": 1, "type": "metr')  # a crash mid-write
     event = append_event(tmp_path, "state", {"state": "running"})
     assert event["seq"] == 2
@@ -43,13 +44,13 @@ def test_a_torn_last_line_is_skipped_and_its_number_reused(tmp_path: Path) -> No
 
 
 def test_tail_reads_only_complete_new_lines(tmp_path: Path) -> None:
-    tail = EventTail(tmp_path / EVENTS_FILE)
+    tail = EventTail(RunDir(tmp_path).events)
     assert tail.read_new() == []
     append_event(tmp_path, "log", {"line": "a"})
-    with open(tmp_path / EVENTS_FILE, "ab") as f:
+    with open(RunDir(tmp_path).events, "ab") as f:
         f.write(b'{"seq": 2, "time": 1.0, "type": "log", "data": {"line"')
     assert [e["seq"] for e in tail.read_new()] == [1]
-    with open(tmp_path / EVENTS_FILE, "ab") as f:
+    with open(RunDir(tmp_path).events, "ab") as f:
         f.write(b': "b"}}\n')
     assert [e["data"]["line"] for e in tail.read_new()] == ["b"]
     assert read_events(tmp_path, after=1) == read_events(tmp_path)[1:]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from thinker.runs import METRICS_FILE, MetricsTail, RunLogger, read_metrics
+from thinker.runs import MetricsTail, RunDir, RunLogger, read_metrics
 
 
 def test_it_matches_read_metrics_as_the_file_grows_and_rewinds(tmp_path: Path) -> None:
     logger = RunLogger(tmp_path)
-    path = tmp_path / METRICS_FILE
+    path = RunDir(tmp_path).metrics
     tail = MetricsTail(path)
     assert tail.rows() == []  # no file yet
     seen = []
@@ -27,7 +27,7 @@ def test_it_matches_read_metrics_as_the_file_grows_and_rewinds(tmp_path: Path) -
 
 
 def test_a_line_being_written_waits_and_a_torn_line_is_skipped(tmp_path: Path) -> None:
-    path = tmp_path / METRICS_FILE
+    path = RunDir(tmp_path).metrics
     tail = MetricsTail(path)
     path.write_bytes(b'{"step": 1, "loss": 2.0}\n{"step": 2, "lo')
     assert [r["step"] for r in tail.rows()] == [1]
@@ -41,7 +41,7 @@ def test_a_line_being_written_waits_and_a_torn_line_is_skipped(tmp_path: Path) -
 
 
 def test_a_file_that_shrank_or_went_is_read_again(tmp_path: Path) -> None:
-    path = tmp_path / METRICS_FILE
+    path = RunDir(tmp_path).metrics
     tail = MetricsTail(path)
     path.write_text('{"step": 1}\n{"step": 2}\n')
     assert len(tail.rows()) == 2

@@ -15,25 +15,20 @@ import yaml
 
 from thinker.algorithms.dpo_config import DPOConfig
 from thinker.algorithms.rl_config import RLConfig
-from thinker.algorithms.rlhf import RLHFConfig
 from thinker.algorithms.sl_config import SLConfig
 from thinker.errors import ConfigError
+from thinker.files import write_json_atomically
 from thinker.pipeline.config import (
     DPOTraining,
     PipelineConfig,
     RLHFTraining,
     RLTraining,
+    RMTraining,
     SLTraining,
     check_backend_environment,
     load_pipeline_config,
 )
-from thinker.pipeline.metadata import (
-    config_fingerprint,
-    json_safe,
-    scrub,
-    secret_values,
-    write_json_atomically,
-)
+from thinker.pipeline.metadata import config_fingerprint, json_safe, scrub, secret_values
 from thinker.pipeline.validate import validate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -313,9 +308,15 @@ def test_rlhf_resolves_the_paths_of_its_three_sections(project: Path) -> None:
         "training.rm.dataset": project / "data" / "pairs.jsonl",
         "training.rl.dataset": project / "data" / "problems.jsonl",
     }
-    run = loaded.training.to_run_config(project / "runs" / "r")
-    assert type(run) is RLHFConfig and run.rl.log_path == project / "runs" / "r" / "rl"
-    assert run.sl.lora_rank == 8
+    stages = loaded.stage_sections()
+    assert stages is not None
+    assert [(type(s), s.name) for s in stages] == [
+        (SLTraining, "sl"),
+        (RMTraining, "rm"),
+        (RLTraining, "rl"),
+    ]
+    assert all(s.lora_rank == 8 for s in stages)  # the shared settings, in every stage
+    assert stages[2].reward.type == "reward_model"  # type: ignore[union-attr]
     assert loaded.final_dir(project / "runs" / "r") == project / "runs" / "r" / "rl"
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from thinker.algorithms.rl_config import RewardConfig
 from thinker.errors import ConfigError
 from thinker.rewards import (
     CodeExecutionReward,
@@ -34,6 +33,7 @@ from thinker.rewards import (
     extract_code,
     run_sandboxed,
 )
+from thinker.rewards.config import RewardConfig
 from thinker.rewards.sandbox import _killed_reason
 
 LIMITS = {"timeout_s": 2.0, "cpu_s": 1.0, "memory_mb": 256}

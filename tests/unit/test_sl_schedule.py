@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from thinker.algorithms.sl import _batch, lr_multiplier
+from thinker.algorithms.common import epoch_batch
+from thinker.algorithms.sl import lr_multiplier
 
 
 def test_linear_schedule_decays_to_zero_at_the_end() -> None:
@@ -30,8 +31,8 @@ def test_constant_schedule_and_unknown_name() -> None:
 
 def test_batches_cover_each_epoch_once_and_repeat_for_the_same_step() -> None:
     data = list(range(10))
-    epoch0 = [_batch(data, s, 3, 3, seed=0) for s in range(3)]  # type: ignore[arg-type]
+    epoch0 = [epoch_batch(data, s, 3, 3, seed=0) for s in range(3)]
     assert sorted(x for b in epoch0 for x in b) == sorted(set(x for b in epoch0 for x in b))
     assert all(len(b) == 3 for b in epoch0)
-    assert _batch(data, 4, 3, 3, seed=0) == _batch(data, 4, 3, 3, seed=0)  # type: ignore[arg-type]
-    assert _batch(data, 3, 3, 3, seed=0) != epoch0[0]  # a new shuffle each epoch
+    assert epoch_batch(data, 4, 3, 3, seed=0) == epoch_batch(data, 4, 3, 3, seed=0)
+    assert epoch_batch(data, 3, 3, 3, seed=0) != epoch0[0]  # a new shuffle each epoch

@@ -1,19 +1,20 @@
 """What every training loop shares: run-directory set-up, start or resume, the batch plan,
-schedule, checkpoints.
+the steps kept in flight, schedule, checkpoints.
 
-The loops themselves (sl.py, dpo.py, rl.py) stay flat and read top to bottom; they call
-these few helpers for the parts that must behave identically in all of them.
+The loops themselves (sl.py, dpo.py, reward_model.py, rl.py) stay flat and read top to
+bottom; they call these few helpers for the parts that must behave identically in all of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 import yaml
 from pydantic import BaseModel
@@ -21,7 +22,7 @@ from tinker import types
 
 from thinker.engine import ServiceClient
 from thinker.errors import DivergedError
-from thinker.runs import CHECKPOINTS_FILE, MetricsLogger, RunLogger, append_jsonl, read_jsonl
+from thinker.runs import CheckpointRecord, MetricsLogger, RunDir, RunLogger
 
 if TYPE_CHECKING:
     from thinker.engine.local.memory import Budget
@@ -58,6 +59,11 @@ class RunResult:
     state_path: str | None = None
     sampler_path: str | None = None
 
+    def finished(self, steps: int, final_metrics: dict[str, float]) -> RunResult:
+        """The result of a run that ended after `steps` with `final_metrics` logged last."""
+        self.steps, self.final_metrics = steps, final_metrics
+        return self
+
 
 @dataclass
 class Start:
@@ -71,16 +77,16 @@ class Start:
 
 def prepare_run(
     config: BaseModel, service: ServiceClient | None, logger: MetricsLogger | None
-) -> tuple[Path, ServiceClient, MetricsLogger]:
+) -> tuple[RunDir, ServiceClient, MetricsLogger]:
     """Create the run directory, write config.yaml, and default the service and logger."""
-    run_dir = Path(config.log_path)  # type: ignore[attr-defined]
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    run = RunDir(config.log_path)  # type: ignore[attr-defined]
+    run.path.mkdir(parents=True, exist_ok=True)
+    run.config.write_text(yaml.safe_dump(config.model_dump(mode="json")))
     return (
-        run_dir,
-        service or make_service(config, run_dir),
-        logger or RunLogger(run_dir, echo=True),
-    )  # type: ignore[arg-type]
+        run,
+        service or make_service(config, run.path),  # type: ignore[arg-type]
+        logger or RunLogger(run.path, echo=True),
+    )
 
 
 def make_service(config: LoopConfig, run_dir: Path) -> ServiceClient:
@@ -90,14 +96,14 @@ def make_service(config: LoopConfig, run_dir: Path) -> ServiceClient:
 
 
 async def start_or_resume(
-    config: LoopConfig, service: ServiceClient, run_dir: Path, logger: MetricsLogger
+    config: LoopConfig, service: ServiceClient, run: RunDir, logger: MetricsLogger
 ) -> Start:
     """Resume from the last line of checkpoints.jsonl; else start from `init_from` or fresh.
 
     Either way, metrics an earlier attempt logged after the point this one starts from are
     superseded (the steps are trained again; see `RunLogger.rewind`), and the log says so."""
-    last = (read_jsonl(run_dir / CHECKPOINTS_FILE) or [None])[-1]
-    step = last["step"] if last is not None else 0
+    last = run.last_checkpoint()
+    step = last.step if last is not None else 0
     rewind: Callable[[int, str | None], int] | None = getattr(logger, "rewind", None)
     dropped = rewind(step, getattr(logger, "stage", None)) if rewind is not None else 0
     if dropped:
@@ -109,11 +115,11 @@ async def start_or_resume(
             flush=True,
         )
     if last is not None:
-        path = last["state_path"]
+        path = last.state_path
         client = await service.create_training_client_from_state_with_optimizer(path)
         logger.log_event("resumed", {"step": step, "state_path": path})
-        done = RunResult(step, {}, path, last["sampler_path"])
-        return Start(client, step, done, last.get("micro_batch_size"))
+        done = RunResult(step, {}, path, last.sampler_path)
+        return Start(client, step, done, last.micro_batch_size)
     if config.init_from is not None:
         client = await service.create_training_client_from_state(config.init_from)
         logger.log_event("initialised", {"from": config.init_from})
@@ -220,6 +226,76 @@ def log_plan(logger: MetricsLogger, plan: BatchPlan, total_steps: int, start_ste
     )
 
 
+def epoch_batch(
+    data: Sequence[T], step: int, steps_per_epoch: int, batch_size: int, seed: int
+) -> list[T]:
+    """The examples of `step`: a fixed shuffle per epoch, so a resumed run sees the same ones."""
+    epoch, index = divmod(step, steps_per_epoch)
+    order = list(range(len(data)))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return [data[i] for i in order[index * batch_size : (index + 1) * batch_size]]
+
+
+@dataclass
+class Step(Generic[T]):
+    """One optimizer step submitted to the engine, its results not awaited yet."""
+
+    number: int  # the steps done before it: it is logged as step `number + 1`
+    batch: list[T]
+    passes: list[tuple[Any, list[T]]]  # each pass's forward_backward future and its examples
+    optim: Any  # the optim_step future
+    learning_rate: float
+    started: float = field(default_factory=time.monotonic)
+
+    async def outputs(self) -> list[tuple[types.ForwardBackwardOutput, int]]:
+        """Each pass's output and how many examples it held."""
+        return [(await future, len(part)) for future, part in self.passes]
+
+
+def submit_step(
+    client: Any,
+    plan: BatchPlan,
+    batch: list[T],
+    number: int,
+    adam: types.AdamParams,
+    forward_backward: Callable[[list[T]], Any],
+) -> Step[T]:
+    """Submit step `number`: `forward_backward` of each pass of `batch`, then the optimizer
+    step. Nothing is awaited: the engine runs a client's calls in submission order."""
+    passes = [(forward_backward(part), part) for part in plan.passes(batch)]
+    return Step(number, batch, passes, client.optim_step(adam), adam.learning_rate)
+
+
+FinishStep = Callable[[Step[T], dict[str, float]], Awaitable[dict[str, float]]]
+
+
+class InFlight(Generic[T]):
+    """Keeps one step in flight: a step's results are awaited only once the next step is
+    submitted, or when an evaluation or a checkpoint needs them (`settle`). The engine then
+    never waits for the loop between two steps.
+
+    `finish(step, evals)` awaits a step's outputs, logs its metrics (and `evals`, the
+    held-out figures measured right after it) and returns them.
+    """
+
+    def __init__(self, finish: FinishStep[T]) -> None:
+        self._finish = finish
+        self._pending: Step[T] | None = None
+        self.metrics: dict[str, float] = {}  # the last finished step's
+
+    async def submit(self, step: Step[T]) -> None:
+        """Hold `step` in flight, after finishing the one before it."""
+        await self.settle()
+        self._pending = step
+
+    async def settle(self, evals: dict[str, float] | None = None) -> dict[str, float]:
+        """Finish the step in flight, if any (with `evals`); the last finished step's metrics."""
+        if self._pending is not None:
+            step, self._pending = self._pending, None
+            self.metrics = await self._finish(step, evals or {})
+        return self.metrics
+
+
 def lr_multiplier(step: int, total_steps: int, schedule: str, warmup_steps: int = 0) -> float:
     """Factor on the base learning rate at `step` (0-based): linear warmup, then the schedule."""
     if step < warmup_steps:
@@ -301,9 +377,10 @@ def is_due(done: int, every: int, total: int) -> bool:
 
 
 async def save_checkpoint(
-    client: Any, run_dir: Path, step: int, logger: MetricsLogger, **extra: Any
+    client: Any, run: RunDir, step: int, logger: MetricsLogger, **extra: Any
 ) -> RunResult:
-    """Save state and sampler weights, then append their line to checkpoints.jsonl."""
+    """Save state and sampler weights, then append their line to checkpoints.jsonl (`extra`:
+    the record's optional fields, e.g. `micro_batch_size`)."""
     name = f"{step:06d}"
     state, sampler = client.save_state(name), client.save_weights_for_sampler(name)
     # Both writes end before an error of either is raised: a worker that exits on the first
@@ -313,16 +390,16 @@ async def save_checkpoint(
         if isinstance(outcome, BaseException):
             raise outcome
     state_path, sampler_path = (o.path for o in saved)  # type: ignore[union-attr]
-    record = {
-        "name": name,
-        "step": step,
-        "state_path": state_path,
-        "sampler_path": sampler_path,
-        "time": time.time(),
+    record = CheckpointRecord(
+        name=name,
+        step=step,
+        state_path=state_path,
+        sampler_path=sampler_path,
+        time=time.time(),
         **extra,
-    }
-    append_jsonl(run_dir / CHECKPOINTS_FILE, record)
-    logger.log_event("checkpoint", record)
+    )
+    run.add_checkpoint(record)
+    logger.log_event("checkpoint", record.model_dump(exclude_none=True))
     return RunResult(steps=step, state_path=state_path, sampler_path=sampler_path)
 
 

@@ -26,10 +26,10 @@ CPU it ends with the same weights bit for bit as a run that was never interrupte
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -39,8 +39,11 @@ from torch import Tensor
 
 from thinker.algorithms.common import (
     BatchPlan,
+    InFlight,
     RunResult,
+    Step,
     adam_params,
+    epoch_batch,
     is_due,
     log_plan,
     optimizer_metrics,
@@ -50,6 +53,7 @@ from thinker.algorithms.common import (
     save_checkpoint,
     start_or_resume,
     stop_if_diverged,
+    submit_step,
 )
 from thinker.algorithms.dpo_config import DPOConfig
 from thinker.data import split_train_eval
@@ -62,15 +66,12 @@ from thinker.renderers import (
     datum_from_tokens_weights,
     renderer_for,
 )
-from thinker.runs import CHECKPOINTS_FILE, MetricsLogger, read_jsonl
+from thinker.runs import MetricsLogger, RunDir
 
 __all__ = ["DPOConfig", "ScoredPair", "dpo_custom_loss", "dpo_loss", "main"]
 
 CustomLossFn = Callable[[list[types.Datum], list[Tensor]], tuple[Tensor, dict[str, float]]]
 METRICS = ("dpo_loss", "accuracy", "margin", "chosen_reward", "rejected_reward")
-# (step, pairs in the batch, (forward_backward_custom future, pairs) of each pass, optim_step
-# future, lr, submit time)
-_Pending = tuple[int, int, list[tuple[Any, int]], Any, float, float]
 
 
 def dpo_loss(
@@ -140,11 +141,11 @@ class ScoredPair:
 async def main(
     config: DPOConfig, service: ServiceClient | None = None, logger: MetricsLogger | None = None
 ) -> RunResult:
-    run_dir, service, logger = prepare_run(config, service, logger)
+    run, service, logger = prepare_run(config, service, logger)
 
     # Set up: the client (fresh, from `init_from`, or resumed), the frozen reference, and
     # the rendered pairs with their reference logprobs.
-    start = await start_or_resume(config, service, run_dir, logger)
+    start = await start_or_resume(config, service, run, logger)
     client = start.client
     reference_path = await _reference_path(config, client, start.step > 0)
     if reference_path is None:
@@ -168,43 +169,28 @@ async def main(
     if start.step == 0 and eval_pairs:  # the starting point, for comparison
         logger.log_metrics(await _evaluate(client, eval_pairs, config, plan), step=0)
 
-    # Loop: submit step s, then wait for step s-1 (one step in flight).
-    pending: _Pending | None = None
-    metrics: dict[str, float] = {}
+    # Loop: submit step s, then finish step s-1 (one step in flight).
+    steps: InFlight[ScoredPair] = InFlight(partial(_finish, logger=logger, config=config))
     result = start.result
-    for step in range(start.step, total_steps):
-        pairs = _batch(train_pairs, step, steps_per_epoch, plan.batch_size, config.seed)
-        adam = adam_params(config, step, total_steps)
-        fbs = [
-            (_forward_backward(client, part, config.beta, len(part) / len(pairs)), len(part))
-            for part in plan.passes(pairs)
-        ]
-        opt = client.optim_step(adam)
-        if pending is not None:
-            metrics = await _finish_step(pending, logger, config)
-        pending = (step, len(pairs), fbs, opt, adam.learning_rate, time.monotonic())
-        done = step + 1
+    for number in range(start.step, total_steps):
+        pairs = epoch_batch(train_pairs, number, steps_per_epoch, plan.batch_size, config.seed)
+        adam = adam_params(config, number, total_steps)
+        dpo_pass = partial(_forward_backward, client, beta=config.beta, of_pairs=len(pairs))
+        await steps.submit(submit_step(client, plan, pairs, number, adam, dpo_pass))
+        done = number + 1
         if is_due(done, config.eval_every, total_steps):
-            evals = await _evaluate(client, eval_pairs, config, plan)
-            metrics = await _finish_step(pending, logger, config, evals)
-            pending = None
+            await steps.settle(await _evaluate(client, eval_pairs, config, plan))
         if is_due(done, config.save_every, total_steps):
-            if pending is not None:
-                metrics = await _finish_step(pending, logger, config)
-                pending = None
+            await steps.settle()
             result = await save_checkpoint(
                 client,
-                run_dir,
+                run,
                 done,
                 logger,
                 reference_path=reference_path,
                 micro_batch_size=plan.micro_batch_size,
             )
-    if pending is not None:
-        metrics = await _finish_step(pending, logger, config)
-    result.steps = total_steps
-    result.final_metrics = metrics
-    return result
+    return result.finished(total_steps, await steps.settle())
 
 
 async def _reference_path(config: DPOConfig, client: Any, resumed: bool) -> str | None:
@@ -212,9 +198,9 @@ async def _reference_path(config: DPOConfig, client: Any, resumed: bool) -> str 
 
     A resumed run keeps the reference its checkpoints name, never its resumed weights.
     """
-    if resumed:
-        last = read_jsonl(config.log_path / CHECKPOINTS_FILE)[-1]
-        return last.get("reference_path")
+    last = RunDir(config.log_path).last_checkpoint() if resumed else None
+    if last is not None:
+        return last.reference_path
     if config.reference_path is not None or config.init_from is None:
         return config.reference_path
     # The starting weights of `init_from`, saved before any step (a fresh name per client).
@@ -317,42 +303,29 @@ def _interleave(pairs: list[ScoredPair]) -> list[types.Datum]:
     return [d for p in pairs for d in (p.chosen, p.rejected)]
 
 
-def _forward_backward(client: Any, pairs: list[ScoredPair], beta: float, weight: float) -> Any:
-    """Submit one pass: the DPO loss of `pairs`, weighted by their share of the step."""
-    loss_fn = dpo_custom_loss(*_references_P(pairs), beta, weight)
+def _forward_backward(client: Any, pairs: list[ScoredPair], beta: float, of_pairs: int) -> Any:
+    """Submit one pass: the DPO loss of `pairs`, weighted by their share of the step's
+    `of_pairs` pairs."""
+    loss_fn = dpo_custom_loss(*_references_P(pairs), beta, len(pairs) / of_pairs)
     return client.forward_backward_custom(_interleave(pairs), loss_fn)
 
 
-def _batch(
-    pairs: list[ScoredPair], step: int, steps_per_epoch: int, batch_size: int, seed: int
-) -> list[ScoredPair]:
-    """The pairs of `step`: a fixed shuffle per epoch, so a resumed run sees the same ones."""
-    epoch, index = divmod(step, steps_per_epoch)
-    order = list(range(len(pairs)))
-    random.Random(seed * 1_000_003 + epoch).shuffle(order)
-    return [pairs[i] for i in order[index * batch_size : (index + 1) * batch_size]]
-
-
-async def _finish_step(
-    pending: _Pending,
-    logger: MetricsLogger,
-    config: DPOConfig,
-    evals: dict[str, float] | None = None,
+async def _finish(
+    step: Step[ScoredPair], evals: dict[str, float], logger: MetricsLogger, config: DPOConfig
 ) -> dict[str, float]:
-    step, num_pairs, fbs, opt, lr, started = pending
-    outputs = [((await fb).metrics, n) for fb, n in fbs]
-    opt_out = await opt
+    outputs = [(output.metrics, n) for output, n in await step.outputs()]
     # Every metric is a mean over pairs: the passes' means weighted by their pairs.
+    num_pairs = len(step.batch)
     metrics = {name: sum(float(m[name]) * n for m, n in outputs) / num_pairs for name in METRICS}
     metrics |= {
-        "learning_rate": lr,
+        "learning_rate": step.learning_rate,
         "num_pairs": float(num_pairs),
-        "step_time_s": time.monotonic() - started,
+        "step_time_s": time.monotonic() - step.started,
     }
-    metrics |= optimizer_metrics(opt_out)
-    metrics |= evals or {}
-    logger.log_metrics(metrics, step=step + 1)
-    stop_if_diverged(metrics, step + 1, "dpo_loss", config)
+    metrics |= optimizer_metrics(await step.optim)
+    metrics |= evals
+    logger.log_metrics(metrics, step=step.number + 1)
+    stop_if_diverged(metrics, step.number + 1, "dpo_loss", config)
     return metrics
 
 

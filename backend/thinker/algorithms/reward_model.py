@@ -40,17 +40,20 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
-import random
 import statistics
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from tinker import types
 
 from thinker.algorithms.common import (
+    InFlight,
     RunResult,
+    Step,
     adam_params,
+    epoch_batch,
     is_due,
     log_plan,
     optimizer_metrics,
@@ -60,6 +63,7 @@ from thinker.algorithms.common import (
     save_checkpoint,
     start_or_resume,
     stop_if_diverged,
+    submit_step,
 )
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.data import split_train_eval
@@ -92,9 +96,8 @@ Label = Literal["A", "B"]
 LABELS: tuple[Label, Label] = ("A", "B")
 # A comparison to judge: (the prompt's messages, response x, response y).
 Comparison = tuple[list[Message], str, str]
-# (step, pairs in the batch, forward_backward futures of its passes, optim_step future, lr,
-# submit time)
-_Pending = tuple[int, int, list[Any], Any, float, float]
+# A preference pair rendered for the judge: chosen shown as A, then chosen shown as B.
+PairDatums = tuple[types.Datum, types.Datum]
 
 
 def judge_messages(prompt: list[Message], response_a: str, response_b: str) -> list[Message]:
@@ -299,10 +302,10 @@ async def train_reward_model(
     logger: MetricsLogger | None = None,
 ) -> RunResult:
     """Train the pairwise judge by SL on preference pairs; see the module docstring."""
-    run_dir, service, logger = prepare_run(config, service, logger)
+    run, service, logger = prepare_run(config, service, logger)
 
     # Set up: the client (fresh, from `init_from`, or resumed) and the rendered pairs.
-    start = await start_or_resume(config, service, run_dir, logger)
+    start = await start_or_resume(config, service, run, logger)
     client = start.client
     tokenizer = client.get_tokenizer()
     renderer = renderer_for(config.renderer, config.base_model, tokenizer)
@@ -323,38 +326,23 @@ async def train_reward_model(
     if start.step == 0 and eval_pairs:  # the starting point, for comparison
         logger.log_metrics(await _evaluate(client, renderer, eval_pairs, config), step=0)
 
-    # Loop: submit step s, then wait for step s-1 (one step in flight).
-    pending: _Pending | None = None
-    metrics: dict[str, float] = {}
+    # Loop: submit step s, then finish step s-1 (one step in flight).
+    steps: InFlight[PairDatums] = InFlight(partial(_finish, logger=logger, config=config))
+    judge_pass = partial(_forward_backward, client)
     result = start.result
-    for step in range(start.step, total_steps):
-        batch = _batch(train_data, step, steps_per_epoch, plan.batch_size, config.seed)
-        adam = adam_params(config, step, total_steps)
-        fbs = [
-            client.forward_backward([d for pair in part for d in pair], "cross_entropy")
-            for part in plan.passes(batch)
-        ]
-        opt = client.optim_step(adam)
-        if pending is not None:
-            metrics = await _finish_step(pending, logger, config)
-        pending = (step, len(batch), fbs, opt, adam.learning_rate, time.monotonic())
-        done = step + 1
+    for number in range(start.step, total_steps):
+        batch = epoch_batch(train_data, number, steps_per_epoch, plan.batch_size, config.seed)
+        adam = adam_params(config, number, total_steps)
+        await steps.submit(submit_step(client, plan, batch, number, adam, judge_pass))
+        done = number + 1
         if is_due(done, config.eval_every, total_steps):
-            evals = await _evaluate(client, renderer, eval_pairs, config)
-            metrics = await _finish_step(pending, logger, config, evals)
-            pending = None
+            await steps.settle(await _evaluate(client, renderer, eval_pairs, config))
         if is_due(done, config.save_every, total_steps):
-            if pending is not None:
-                metrics = await _finish_step(pending, logger, config)
-                pending = None
+            await steps.settle()
             result = await save_checkpoint(
-                client, run_dir, done, logger, micro_batch_size=plan.micro_batch_size
+                client, run, done, logger, micro_batch_size=plan.micro_batch_size
             )
-    if pending is not None:
-        metrics = await _finish_step(pending, logger, config)
-    result.steps = total_steps
-    result.final_metrics = metrics
-    return result
+    return result.finished(total_steps, await steps.settle())
 
 
 def _datasets(config: RewardModelConfig) -> tuple[list[PreferencePair], list[PreferencePair]]:
@@ -368,9 +356,7 @@ def _text(messages: list[Message]) -> str:
     return "\n\n".join(m["content"] for m in messages)
 
 
-def _pair_datums(
-    renderer: Renderer, pair: PreferencePair, max_length: int
-) -> tuple[types.Datum, types.Datum]:
+def _pair_datums(renderer: Renderer, pair: PreferencePair, max_length: int) -> PairDatums:
     """The pair in both orders: chosen shown as A (answer "A"), then as B (answer "B")."""
     chosen, rejected = _text(pair.chosen_messages), _text(pair.rejected_messages)
     first = render_judge_prompt(renderer, pair.prompt_messages, chosen, rejected, max_length)
@@ -378,39 +364,29 @@ def _pair_datums(
     return judge_datum(first, "A"), judge_datum(second, "B")
 
 
-def _batch(
-    data: list[tuple[types.Datum, types.Datum]],
-    step: int,
-    steps_per_epoch: int,
-    batch_size: int,
-    seed: int,
-) -> list[tuple[types.Datum, types.Datum]]:
-    """The pairs of `step`: a fixed shuffle per epoch, so a resumed run sees the same ones."""
-    epoch, index = divmod(step, steps_per_epoch)
-    order = list(range(len(data)))
-    random.Random(seed * 1_000_003 + epoch).shuffle(order)
-    return [data[i] for i in order[index * batch_size : (index + 1) * batch_size]]
+def _forward_backward(client: Any, pairs: list[PairDatums]) -> Any:
+    """Submit one pass: the judge's cross-entropy on both orders of each pair."""
+    return client.forward_backward([d for pair in pairs for d in pair], "cross_entropy")
 
 
-async def _finish_step(
-    pending: _Pending,
+async def _finish(
+    step: Step[PairDatums],
+    evals: dict[str, float],
     logger: MetricsLogger,
     config: RewardModelConfig,
-    evals: dict[str, float] | None = None,
 ) -> dict[str, float]:
-    step, num_pairs, fbs, opt, lr, started = pending
-    loss_sum = sum([(await fb).metrics["loss:sum"] for fb in fbs])
-    opt_out = await opt
+    loss_sum = sum(output.metrics["loss:sum"] for output, _ in await step.outputs())
+    num_pairs = len(step.batch)
     metrics = {
         "rm_train_nll": loss_sum / (2 * num_pairs),  # one token per datum
-        "learning_rate": lr,
+        "learning_rate": step.learning_rate,
         "num_pairs": float(num_pairs),
-        "step_time_s": time.monotonic() - started,
+        "step_time_s": time.monotonic() - step.started,
     }
-    metrics |= optimizer_metrics(opt_out)
-    metrics |= evals or {}
-    logger.log_metrics(metrics, step=step + 1)
-    stop_if_diverged(metrics, step + 1, "rm_train_nll", config)
+    metrics |= optimizer_metrics(await step.optim)
+    metrics |= evals
+    logger.log_metrics(metrics, step=step.number + 1)
+    stop_if_diverged(metrics, step.number + 1, "rm_train_nll", config)
     return metrics
 
 

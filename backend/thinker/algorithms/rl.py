@@ -73,10 +73,10 @@ async def main(
     logger: MetricsLogger | None = None,
     reward_fn: RewardFn | None = None,
 ) -> RunResult:
-    run_dir, service, logger = prepare_run(config, service, logger)
+    run, service, logger = prepare_run(config, service, logger)
 
     # Set up: client, renderer, reward, problems, and the base model for the KL estimate.
-    start = await start_or_resume(config, service, run_dir, logger)
+    start = await start_or_resume(config, service, run, logger)
     client = start.client
     tokenizer = client.get_tokenizer()
     renderer = renderer_for(config.renderer, config.base_model, tokenizer)
@@ -87,8 +87,7 @@ async def main(
     else:
         train, held_out = split_train_eval(problems, config.eval_fraction, config.seed)
     base = await service.create_sampling_client(base_model=config.base_model)
-    rollouts_dir = run_dir / "rollouts"
-    rollouts_dir.mkdir(exist_ok=True)
+    run.rollouts.mkdir(exist_ok=True)
 
     # Loop: sample groups from a snapshot of the policy, score, train, log.
     result, metrics = start.result, {}
@@ -107,7 +106,7 @@ async def main(
         await _base_logprobs(base, [r for g in groups for r in g])
         for group in kept:
             _apply_kl_penalty(group, config.kl_coef)
-        _write_rollouts(rollouts_dir / f"step_{step + 1:06d}.jsonl", batch, groups, kept, renderer)
+        _write_rollouts(run.rollout_file(step + 1), batch, groups, kept, renderer)
         datums = [_datum(r, config.loss_fn) for g in kept for r in g]
         train_metrics = await _train(client, datums, config, step)
         metrics = {
@@ -123,7 +122,7 @@ async def main(
         logger.log_metrics(metrics, step=done)
         stop_if_diverged(metrics, done, "loss", config)
         if is_due(done, config.save_every, config.max_steps):
-            result = await save_checkpoint(client, run_dir, done, logger)
+            result = await save_checkpoint(client, run, done, logger)
     result.steps = config.max_steps
     result.final_metrics = metrics
     return result

@@ -7,12 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictInt, model_validator
 
-from thinker.algorithms.bounds import (
+from thinker.bounds import (
     MAX_BATCH,
     MAX_GROUP,
     MAX_LORA_RANK,
-    MAX_SANDBOX_MB,
-    MAX_SANDBOX_S,
     MAX_SEED,
     MAX_STEPS,
     MAX_TEMPERATURE,
@@ -21,22 +19,7 @@ from thinker.algorithms.bounds import (
     Number,
 )
 from thinker.engine.losses import CONFIG_KEYS
-
-
-class RewardConfig(BaseModel):
-    """Which reward scores the completions (see thinker.rewards.build_reward)."""
-
-    model_config = STRICT_NUMBERS
-
-    type: Literal["exact_match", "regex", "code", "python", "reward_model"] = "exact_match"
-    format_weight: Number = Field(0.1, ge=0, le=1)  # exact_match: reward -= format_weight if
-    # the answer is unparseable
-    pattern: str | None = None  # regex: the pattern a good completion matches
-    function: str | None = None  # python: "module:function", run sandboxed like code
-    timeout_s: Number = Field(10.0, gt=0, le=MAX_SANDBOX_S)  # code / python: wall clock per
-    # completion
-    cpu_s: Number = Field(5.0, gt=0, le=MAX_SANDBOX_S)  # code / python: CPU-time limit
-    memory_mb: StrictInt = Field(512, gt=0, le=MAX_SANDBOX_MB)  # code / python: address space
+from thinker.rewards.config import RewardConfig
 
 
 class RLConfig(BaseModel):

@@ -15,15 +15,18 @@ as a run that was never interrupted.
 
 from __future__ import annotations
 
-import random
 import time
+from functools import partial
 from typing import Any
 
 from tinker import types
 
 from thinker.algorithms.common import (
+    InFlight,
     RunResult,
+    Step,
     adam_params,
+    epoch_batch,
     is_due,
     log_plan,
     lr_multiplier,
@@ -33,6 +36,7 @@ from thinker.algorithms.common import (
     save_checkpoint,
     start_or_resume,
     stop_if_diverged,
+    submit_step,
     weighted_sum,
 )
 from thinker.algorithms.sl_config import SLConfig
@@ -44,17 +48,15 @@ from thinker.runs import MetricsLogger
 __all__ = ["SLConfig", "SLResult", "lr_multiplier", "main"]
 
 SLResult = RunResult
-# (step, batch, forward_backward futures of its passes, optim_step future, lr, submit time)
-_Pending = tuple[int, list[types.Datum], list[Any], Any, float, float]
 
 
 async def main(
     config: SLConfig, service: ServiceClient | None = None, logger: MetricsLogger | None = None
 ) -> SLResult:
-    run_dir, service, logger = prepare_run(config, service, logger)
+    run, service, logger = prepare_run(config, service, logger)
 
     # Set up: the client (fresh, from `init_from`, or resumed) and the rendered data.
-    start = await start_or_resume(config, service, run_dir, logger)
+    start = await start_or_resume(config, service, run, logger)
     client = start.client
     train_data, eval_data = _datasets(config, client.get_tokenizer())
     lengths = [d.model_input.length for d in train_data]
@@ -69,35 +71,24 @@ async def main(
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
     log_plan(logger, plan, total_steps, start.step)
 
-    # Loop: submit step s, then wait for step s-1 (one step in flight).
-    pending: _Pending | None = None
-    metrics: dict[str, float] = {}
+    # Loop: submit step s, then finish step s-1 (one step in flight).
+    steps: InFlight[types.Datum] = InFlight(partial(_finish, logger=logger, config=config))
+    cross_entropy = partial(client.forward_backward, loss_fn="cross_entropy")
     result = start.result
-    for step in range(start.step, total_steps):
-        batch = _batch(train_data, step, steps_per_epoch, plan.batch_size, config.seed)
-        adam = adam_params(config, step, total_steps)
-        fbs = [client.forward_backward(part, "cross_entropy") for part in plan.passes(batch)]
-        opt = client.optim_step(adam)
-        if pending is not None:
-            metrics = await _finish_step(pending, logger, config)
-        pending = (step, batch, fbs, opt, adam.learning_rate, time.monotonic())
-        done = step + 1
+    for number in range(start.step, total_steps):
+        batch = epoch_batch(train_data, number, steps_per_epoch, plan.batch_size, config.seed)
+        adam = adam_params(config, number, total_steps)
+        await steps.submit(submit_step(client, plan, batch, number, adam, cross_entropy))
+        done = number + 1
         if is_due(done, config.eval_every, total_steps):
             eval_nll = await _eval_nll(client, eval_data, plan.micro_batch_size)
-            metrics = await _finish_step(pending, logger, config, eval_nll=eval_nll)
-            pending = None
+            await steps.settle({"eval_mean_nll": eval_nll})
         if is_due(done, config.save_every, total_steps):
-            if pending is not None:
-                metrics = await _finish_step(pending, logger, config)
-                pending = None
+            await steps.settle()
             result = await save_checkpoint(
-                client, run_dir, done, logger, micro_batch_size=plan.micro_batch_size
+                client, run, done, logger, micro_batch_size=plan.micro_batch_size
             )
-    if pending is not None:
-        metrics = await _finish_step(pending, logger, config)
-    result.steps = total_steps
-    result.final_metrics = metrics
-    return result
+    return result.finished(total_steps, await steps.settle())
 
 
 def _datasets(config: SLConfig, tokenizer: Any) -> tuple[list[types.Datum], list[types.Datum]]:
@@ -115,42 +106,26 @@ def _datasets(config: SLConfig, tokenizer: Any) -> tuple[list[types.Datum], list
     return [render(m) for m in train], [render(m) for m in held_out]
 
 
-def _batch(
-    data: list[types.Datum], step: int, steps_per_epoch: int, batch_size: int, seed: int
-) -> list[types.Datum]:
-    """The examples of `step`: a fixed shuffle per epoch, so a resumed run sees the same ones."""
-    epoch, index = divmod(step, steps_per_epoch)
-    order = list(range(len(data)))
-    random.Random(seed * 1_000_003 + epoch).shuffle(order)
-    return [data[i] for i in order[index * batch_size : (index + 1) * batch_size]]
-
-
 def _trained_tokens(batch: list[types.Datum]) -> float:
     return sum(weighted_sum(d) for d in batch)
 
 
-async def _finish_step(
-    pending: _Pending,
-    logger: MetricsLogger,
-    config: SLConfig,
-    eval_nll: float | None = None,
+async def _finish(
+    step: Step[types.Datum], evals: dict[str, float], logger: MetricsLogger, config: SLConfig
 ) -> dict[str, float]:
-    step, batch, fbs, opt, lr, started = pending
-    loss_sum = sum([(await fb).metrics["loss:sum"] for fb in fbs])
-    opt_out = await opt
-    n_tokens = _trained_tokens(batch)
+    loss_sum = sum(output.metrics["loss:sum"] for output, _ in await step.outputs())
+    n_tokens = _trained_tokens(step.batch)
     metrics = {
         "train_mean_nll": loss_sum / max(n_tokens, 1.0),
-        "learning_rate": lr,
+        "learning_rate": step.learning_rate,
         "num_tokens": n_tokens,
-        "num_sequences": float(len(batch)),
-        "step_time_s": time.monotonic() - started,
+        "num_sequences": float(len(step.batch)),
+        "step_time_s": time.monotonic() - step.started,
     }
-    metrics |= optimizer_metrics(opt_out)
-    if eval_nll is not None:
-        metrics["eval_mean_nll"] = eval_nll
-    logger.log_metrics(metrics, step=step + 1)
-    stop_if_diverged(metrics, step + 1, "train_mean_nll", config)
+    metrics |= optimizer_metrics(await step.optim)
+    metrics |= evals
+    logger.log_metrics(metrics, step=step.number + 1)
+    stop_if_diverged(metrics, step.number + 1, "train_mean_nll", config)
     return metrics
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictInt
 
-from thinker.algorithms.bounds import (
+from thinker.bounds import (
     MAX_BATCH,
     MAX_EPOCHS,
     MAX_LORA_RANK,

@@ -1,8 +1,8 @@
 """Datasets: loading JSONL conversations, validating them, splitting and fingerprinting."""
 
+from thinker.data.kinds import DatasetKind
 from thinker.data.loading import dataset_sha256, load_conversations, split_train_eval
 from thinker.data.validation import (
-    DatasetKind,
     FieldType,
     RowError,
     SchemaField,

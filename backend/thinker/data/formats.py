@@ -392,7 +392,8 @@ def _column_rows(columns: dict[str, object]) -> Iterator[Item]:
 
 
 def _parquet_rows(path: Path) -> Iterator[Item]:
-    import pyarrow as pa  # pyarrow takes a moment to import; only Parquet needs it
+    # Deferred: pyarrow takes a moment to import; only Parquet needs it.
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     number = 0

@@ -14,8 +14,8 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
+from thinker.data.kinds import DatasetKind
 from thinker.data.validation import (
-    DatasetKind,
     RowError,
     check_row,
     scan_rows,
@@ -91,15 +91,15 @@ def dataset_sha256(path: Path) -> str:
 
 def _row_kind(row: dict[str, object]) -> DatasetKind | None:
     if "messages" in row:
-        return "chat"
+        return DatasetKind.CHAT
     if "prompt" in row or "completion" in row:
-        return "prompt_completion"
+        return DatasetKind.PROMPT_COMPLETION
     return None
 
 
 def row_messages(row: dict[str, object]) -> list[Message]:
     """A checked SL row (chat or prompt/completion) as the messages training renders."""
-    return _to_messages(row, _row_kind(row) or "chat")
+    return _to_messages(row, _row_kind(row) or DatasetKind.CHAT)
 
 
 def _to_messages(row: dict[str, object], kind: DatasetKind) -> list[Message]:

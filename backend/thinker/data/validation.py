@@ -33,15 +33,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 import numpy as np
 import orjson
 
+from thinker.data.kinds import SL_KINDS, DatasetKind
 from thinker.errors import ConfigError, DatasetError
 
 FieldType = Literal["string", "number", "integer", "boolean", "object", "array"]
-DatasetKind = Literal["chat", "prompt_completion"]
 ErrorKind = Literal[
     "unreadable",  # the file is missing or not a regular file
     "no_rows",  # the file holds no non-blank line
@@ -139,7 +139,7 @@ def schema_for_kind(kind: DatasetKind) -> list[SchemaField]:
             SchemaField("completion", "string"),
             SchemaField("system", "string", required=False),
         ]
-    raise ConfigError(f"unknown dataset kind {kind!r}; expected one of {get_args(DatasetKind)}")
+    raise ConfigError(f"unknown dataset kind {kind!r}; expected one of {', '.join(SL_KINDS)}")
 
 
 def validate_jsonl(

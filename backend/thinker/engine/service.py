@@ -42,12 +42,14 @@ class ServiceClient:
         quantization: Literal["4bit"] | None = None,
     ) -> None:
         if backend == "local":
+            # Deferred: each backend imports only its own stack (torch and peft, or tinker).
             from thinker.engine.local.service import LocalServiceClient
 
             self._impl: Any = LocalServiceClient(
                 storage_dir=storage_dir, device=device, quantization=quantization
             )
         elif backend == "tinker":
+            # Deferred: as above.
             from thinker.engine.tinker_backend import TinkerServiceClient
 
             self._impl = TinkerServiceClient(

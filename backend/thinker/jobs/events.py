@@ -10,23 +10,45 @@ gap-free. Clients that reconnect are sent the lines after the last number they s
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from thinker.runs import JsonlTail
+from thinker.files import JsonlTail
+from thinker.runs import RunDir
 
-EVENTS_FILE = "events.jsonl"
 ACTIVE_STATES = ("starting", "running")
+
+
+class EventSink(Protocol):
+    """Where the job manager sends the events it reads from run directories (the server's
+    Socket.IO hub implements it). Under `lock(job_id)` the manager reads a job's new events,
+    applies them to its row and then publishes them, so that a client joining in the middle
+    (whose replay takes the same lock) misses none and sees none twice."""
+
+    def lock(self, job_id: str) -> asyncio.Lock:
+        """The job's lock (the same object on every call)."""
+        ...
+
+    def mark_published(self, job_id: str, seq: int) -> None:
+        """Every event up to `seq` is published (none was new)."""
+        ...
+
+    async def publish(
+        self, job_id: str, events: list[dict[str, Any]], snapshot: dict[str, Any]
+    ) -> None:
+        """Send `events` (new, in order) and the job's row as it now stands."""
+        ...
 
 
 def append_event(run_dir: Path, kind: str, data: dict[str, Any]) -> dict[str, Any]:
     """Append one event with the next sequence number; returns it as written."""
-    path = Path(run_dir) / EVENTS_FILE
+    path = RunDir(run_dir).events
     with open(path, "a+b") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
@@ -91,5 +113,5 @@ class EventTail(JsonlTail):
 
 def read_events(run_dir: Path, after: int = 0, upto: int | None = None) -> list[dict[str, Any]]:
     """The events with `after < seq <= upto` (all after `after` when `upto` is None)."""
-    events = EventTail(Path(run_dir) / EVENTS_FILE).read_new()
+    events = EventTail(RunDir(run_dir).events).read_new()
     return [e for e in events if e["seq"] > after and (upto is None or e["seq"] <= upto)]

@@ -28,27 +28,21 @@ import contextlib
 import json
 import logging
 import os
-import re
 import shutil
-import signal
-import subprocess
-import sys
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
 from thinker.errors import ConfigError, ConflictError, NotFoundError
-from thinker.jobs.events import (
-    ACTIVE_STATES,
-    EVENTS_FILE,
-    EventTail,
-    append_event,
-)
-from thinker.jobs.procs import is_alive, start_time
+from thinker.files import is_disk_full, storage_error, write_json_atomically
+from thinker.jobs.events import ACTIVE_STATES, EventSink, EventTail, append_event
+from thinker.jobs.executor import Executor, Launch, WorkerRef
 from thinker.jobs.spec import DatasetRef, build_spec, config_problems
 from thinker.jobs.start import (
     StartPoint,
@@ -57,14 +51,15 @@ from thinker.jobs.start import (
     proposal_for,
     resolve_start,
 )
-from thinker.jobs.worker import CONTROL_FILE, HEARTBEAT_FILE, JOB_FILE, LOG_FILE, log_tail
-from thinker.pipeline.metadata import write_json_atomically
-from thinker.runs import METRICS_FILE, MetricsTail, is_disk_full, storage_error
+from thinker.runs import CheckpointRecord, MetricsTail, RunDir
+from thinker.secrets import read_secret
+from thinker.settings import Settings
 from thinker.store import Dataset, Job, Model, new_id, now
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
     from thinker.pipeline.proposal import Proposal
-    from thinker.server.platform import Platform
 
 log = logging.getLogger("thinker.jobs")
 
@@ -79,19 +74,6 @@ _FROM: dict[str, tuple[str, ...]] = {
 }
 RESUMABLE = ("paused", "interrupted", "failed")
 METRICS_TAILS = 32  # jobs whose parsed metrics are kept between reads (least recent go)
-# What a worker gets of the server's environment: all but credentials, named as such or a
-# URL with a password in it, and the database's address (a worker reads and writes only its
-# run directory). What a job needs is kept: the Hugging Face token and the proxies, to
-# download a gated base model or tokenizer; the Tinker key is added for a Tinker job.
-_CREDENTIAL = re.compile(
-    r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)|DATABASE|^PG", re.I
-)
-_URL_WITH_PASSWORD = re.compile(r"://[^/@\s:]*:[^/@\s]*@")
-_WORKER_NEEDS = {
-    name
-    for base in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
-    for name in (base, base.lower())
-}
 
 
 def heartbeat_age(job: Job) -> float | None:
@@ -104,11 +86,33 @@ def heartbeat_age(job: Job) -> float | None:
 
 
 class JobManager:
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.settings = platform.settings
+    """The jobs of one data directory and database: created, scheduled, followed, stopped.
+
+    Args:
+        settings: The limits it schedules by and where the run directories are.
+        sessions: The database.
+        sink: Where the events it reads from run directories go (the Socket.IO hub).
+        executor: What starts and stops the workers.
+        dataset_path: Where a dataset's file is, by id (the dataset service knows).
+        forget_models: Told the ids of models deleted with their job (loaded ones unload).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        sessions: async_sessionmaker[AsyncSession],
+        sink: EventSink,
+        executor: Executor,
+        dataset_path: Callable[[str], Path],
+        forget_models: Callable[[list[str]], None] = lambda ids: None,
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.sink = sink
+        self.executor = executor
+        self.dataset_path = dataset_path
+        self.forget_models = forget_models
         self.gpus = self.settings.gpus if self.settings.gpus is not None else _cuda_devices()
-        self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._tails: dict[str, EventTail] = {}
         self._metrics: OrderedDict[str, MetricsTail] = OrderedDict()  # most recently read last
         self._dirty: set[str] = set()  # jobs whose events.jsonl the server itself appended to
@@ -128,12 +132,7 @@ class JobManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if stop_workers:
-            for child in self._children.values():
-                with contextlib.suppress(ProcessLookupError):
-                    child.terminate()
-            for child in self._children.values():
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    child.wait(timeout=30)
+            await asyncio.to_thread(self.executor.shutdown, 30)
 
     def wake(self) -> None:
         self._wake.set()
@@ -153,8 +152,8 @@ class JobManager:
         await self._schedule()
 
     # ---- requests ---------------------------------------------------------------------
-    def run_dir(self, job_id: str) -> Path:
-        return self.settings.runs_dir / job_id
+    def run_dir(self, job_id: str) -> RunDir:
+        return RunDir(self.settings.runs_dir / job_id)
 
     async def create(
         self,
@@ -217,20 +216,20 @@ class JobManager:
         }
         if start.parent is not None:
             record["start"] = {"model_id": start.parent.id, "sampler_path": start.sampler_path}
-        run_dir = self.run_dir(job_id)
-        await asyncio.to_thread(self._make_run_dir, run_dir, record)
+        run = self.run_dir(job_id)
+        await asyncio.to_thread(self._make_run_dir, run, record)
         try:
-            async with self.platform.sessions() as session:
+            async with self.sessions() as session:
                 session.add(job)
                 await session.commit()
         except IntegrityError:  # the same Idempotency-Key, raced by a concurrent request
-            shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.rmtree(run.path, ignore_errors=True)
             existing = await self._by_key(idempotency_key or "")
             if existing is None:
                 raise
             return existing, False
         except BaseException as e:
-            shutil.rmtree(run_dir, ignore_errors=True)  # no run directory without its job
+            shutil.rmtree(run.path, ignore_errors=True)  # no run directory without its job
             if isinstance(e, DBAPIError) and is_disk_full(e):
                 raise storage_error(e, "storing the job", self.settings.data_dir) from e
             raise
@@ -238,7 +237,7 @@ class JobManager:
         self.wake()
         return job, True
 
-    def _make_run_dir(self, run_dir: Path, record: dict[str, Any]) -> None:
+    def _make_run_dir(self, run: RunDir, record: dict[str, Any]) -> None:
         """The new job's run directory: job.json (written whole, or not at all) and its first
         event. On a failure (a full disk) nothing of it is left.
 
@@ -246,12 +245,12 @@ class JobManager:
             StorageError: The disk is full or not writable.
         """
         try:
-            run_dir.mkdir(parents=True)
-            write_json_atomically(run_dir / JOB_FILE, record)
-            append_event(run_dir, "state", {"state": "queued"})
+            run.path.mkdir(parents=True)
+            write_json_atomically(run.job, record)
+            append_event(run.path, "state", {"state": "queued"})
         except OSError as e:
-            shutil.rmtree(run_dir, ignore_errors=True)
-            raise storage_error(e, "creating the job's run directory", run_dir.parent) from e
+            shutil.rmtree(run.path, ignore_errors=True)
+            raise storage_error(e, "creating the job's run directory", run.path.parent) from e
 
     async def proposal(
         self,
@@ -282,7 +281,7 @@ class JobManager:
         config: dict[str, Any],
     ) -> tuple[StartPoint, Proposal, Callable[[str], DatasetRef | None]]:
         """The job's start (its base model checked) and the settings proposed for it."""
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             start = await resolve_start(session, self.settings.runs_dir, base_model, backend)
         if start.parent is not None and algorithm == "rlhf":
             raise ConfigError(
@@ -295,14 +294,14 @@ class JobManager:
 
     async def _default_name(self, algorithm: str, dataset_id: str | None) -> str:
         """`<dataset name>-<algorithm>`, as the wizard names its jobs."""
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             dataset = await session.get(Dataset, dataset_id) if dataset_id else None
         return f"{dataset.name if dataset is not None else 'job'}-{algorithm}"
 
     async def _unique_name(self, name: str) -> str:
         """`name`, or `name (2)`, `name (3)`, ... where a job already has it: model pickers
         list models by their job's name."""
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             query = select(Job.name).where(Job.name.startswith(name, autoescape=True))
             taken = set((await session.scalars(query)).all())
         n, candidate = 1, name
@@ -341,7 +340,7 @@ class JobManager:
                 f"job {job_id} is {job.state}; only {', '.join(RESUMABLE)} jobs can be resumed"
             )
         with contextlib.suppress(FileNotFoundError):
-            (self.run_dir(job_id) / CONTROL_FILE).unlink()
+            self.run_dir(job_id).control.unlink()
         self._append(job_id, "state", {"state": "queued", "resumed": True})
         return await self.get(job_id)
 
@@ -350,7 +349,7 @@ class JobManager:
         job = await self.get(job_id)
         if job.state in ("queued", *ACTIVE_STATES):
             raise ConflictError(f"job {job_id} is {job.state}; cancel it before deleting it")
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             models = (await session.scalars(select(Model.id).where(Model.job_id == job_id))).all()
             await session.execute(delete(Model).where(Model.job_id == job_id))
             result = await session.execute(
@@ -361,19 +360,18 @@ class JobManager:
             raise ConflictError(f"job {job_id} changed state while being deleted; try again")
         self._tails.pop(job_id, None)
         self._metrics.pop(job_id, None)
-        for model_id in models:
-            self.platform.pool.forget(model_id)
-        shutil.rmtree(self.run_dir(job_id), ignore_errors=True)
+        self.forget_models(list(models))
+        shutil.rmtree(self.run_dir(job_id).path, ignore_errors=True)
 
     async def get(self, job_id: str) -> Job:
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             job = await session.get(Job, job_id)
         if job is None:
             raise NotFoundError(f"no job with id {job_id!r}")
         return job
 
     async def counts(self) -> dict[str, int]:
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             rows = await session.execute(select(Job.state, func.count()).group_by(Job.state))
             return {state: n for state, n in rows.all()}
 
@@ -390,32 +388,23 @@ class JobManager:
             return await self.get(job_id)
         if not await self._cas(job_id, ACTIVE_STATES, None, stop_request=request):
             raise ConflictError(f"job {job_id} is {job.state}; it cannot be {state} now")
-        (self.run_dir(job_id) / CONTROL_FILE).write_text(json.dumps({"stop": request}))
+        self.run_dir(job_id).control.write_text(json.dumps({"stop": request}))
         job = await self.get(job_id)
-        if job.pid is not None and is_alive(job.pid, job.pid_start):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(job.pid, signal.SIGTERM)
+        self.executor.terminate(_worker(job))
         self.wake()
         return job
 
     async def _by_key(self, key: str) -> Job | None:
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             return await session.scalar(select(Job).where(Job.idempotency_key == key))
 
     async def _refs(self) -> Callable[[str], DatasetRef | None]:
-        from thinker.server.datasets import dataset_file
-
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             rows = (await session.scalars(select(Dataset))).all()
-        refs = {
-            d.id: DatasetRef(d.id, d.kind, dataset_file(self.settings, d.id), d.num_rows)
-            for d in rows
-        }
+        refs = {d.id: DatasetRef(d.id, d.kind, self.dataset_path(d.id), d.num_rows) for d in rows}
         return refs.get
 
     def _tinker_key(self) -> str | None:
-        from thinker.server.secrets import read_secret
-
         return read_secret(self.settings, "tinker_api_key") or os.environ.get("TINKER_API_KEY")
 
     def _resource(self, backend: str) -> str:
@@ -430,7 +419,7 @@ class JobManager:
         if state is not None:
             values["state"] = state
         values["updated_at"] = now()
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             result = await session.execute(
                 update(Job).where(Job.id == job_id, Job.state.in_(expected)).values(**values)
             )
@@ -438,17 +427,17 @@ class JobManager:
         return result.rowcount == 1  # type: ignore[attr-defined]
 
     def _append(self, job_id: str, kind: str, data: dict[str, Any]) -> None:
-        run_dir = self.run_dir(job_id)
+        run = self.run_dir(job_id)
         # A run directory removed under a live row (by hand, or a row restored without its
         # files) still gets the event that ends the job, so the row and the record agree.
-        run_dir.mkdir(parents=True, exist_ok=True)
-        append_event(run_dir, kind, data)
+        run.path.mkdir(parents=True, exist_ok=True)
+        append_event(run.path, kind, data)
         self._dirty.add(job_id)
         self.wake()
 
     # ---- watch ------------------------------------------------------------------------
     async def _watch(self) -> None:
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             watched = (
                 await session.scalars(
                     select(Job).where(Job.state.in_(ACTIVE_STATES) | Job.id.in_(self._dirty))
@@ -465,10 +454,8 @@ class JobManager:
             except Exception as e:  # one job the manager cannot follow must not stop the rest
                 log.exception("job %s: watching it failed", job.id)
                 await self._fail(job, f"the server could not follow this job: {_first_line(e)}")
-        active = {j.id for j in watched if j.state in ACTIVE_STATES}
-        for job_id, child in list(self._children.items()):
-            if job_id not in active and child.poll() is not None:
-                del self._children[job_id]  # the worker of a job failed by `_fail`, exited
+        # the workers of jobs that ended (failed by `_fail`, say) and have exited
+        self.executor.reap(j.id for j in watched if j.state in ACTIVE_STATES)
 
     async def _fail(self, job: Job, reason: str) -> None:
         """Fail a job the manager cannot handle, and stop its worker if it has one."""
@@ -485,23 +472,19 @@ class JobManager:
             return
         with contextlib.suppress(OSError):  # the row says it; the event tells live clients
             self._append(job.id, "state", {"state": "failed", "reason": reason})
-        child = self._children.get(job.id)
-        pid = child.pid if child is not None else job.pid
-        if pid is not None and (child is not None or is_alive(pid, job.pid_start)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)  # the reaper collects it
+        self.executor.terminate(_worker(job))
 
     async def _apply_new_events(self, job: Job) -> None:
         tail = self._tails.get(job.id)
         if tail is None:
-            tail = self._tails[job.id] = EventTail(self.run_dir(job.id) / EVENTS_FILE)
-        hub = self.platform.hub
-        async with hub.lock(job.id):
+            tail = self._tails[job.id] = EventTail(self.run_dir(job.id).events)
+        sink = self.sink
+        async with sink.lock(job.id):
             events = [e for e in tail.read_new() if e["seq"] > job.last_seq]
             if not events:
-                hub.mark_published(job.id, job.last_seq)
+                sink.mark_published(job.id, job.last_seq)
                 return
-            async with self.platform.sessions() as session:
+            async with self.sessions() as session:
                 row = await session.get(Job, job.id)
                 if row is None:
                     return
@@ -511,7 +494,7 @@ class JobManager:
                 await session.commit()
                 job.state, job.last_seq = row.state, row.last_seq
                 snapshot = _snapshot(row)
-            await hub.publish(job.id, events, snapshot)
+            await sink.publish(job.id, events, snapshot)
 
     async def _apply(self, session: Any, job: Job, event: dict[str, Any]) -> None:
         kind, data = event["type"], event.get("data") or {}
@@ -570,10 +553,29 @@ class JobManager:
             )
         )
 
+    def stage_runs(self, job: Job) -> list[tuple[str | None, RunDir]]:
+        """The run directories the job's training writes: its own, or one per RLHF stage."""
+        run = self.run_dir(job.id)
+        if job.algorithm == "rlhf":
+            return [(name, run.stage(name)) for name in RLHF_STAGES]
+        return [(None, run)]
+
+    def checkpoints(self, job: Job) -> list[tuple[str | None, CheckpointRecord]]:
+        """Every checkpoint the job saved, with the stage that saved it (rlhf)."""
+        return [
+            (stage, record)
+            for stage, run in self.stage_runs(job)
+            for record in run.checkpoint_records()
+        ]
+
+    def rollout_files(self, job: Job) -> dict[int, Path]:
+        """The job's RL rollouts by step (rlhf: its RL stage's)."""
+        return self.stage_runs(job)[-1][1].rollout_files()
+
     def metrics(self, job_id: str) -> MetricsTail:
         """The reader of the job's metrics.jsonl (`.rows()`: its curves as they stand). The
         `METRICS_TAILS` most recently read jobs keep theirs, which parse only new lines."""
-        tail = self._metrics.pop(job_id, None) or MetricsTail(self.run_dir(job_id) / METRICS_FILE)
+        tail = self._metrics.pop(job_id, None) or MetricsTail(self.run_dir(job_id).metrics)
         self._metrics[job_id] = tail
         while len(self._metrics) > METRICS_TAILS:
             self._metrics.popitem(last=False)
@@ -588,10 +590,9 @@ class JobManager:
         return merged
 
     async def _check_worker(self, job: Job) -> None:
-        run_dir = self.run_dir(job.id)
-        alive, code = self._worker_alive(job)
+        alive, code = self.executor.poll(_worker(job))
         if alive:
-            await self._heartbeat(job, run_dir)
+            await self._heartbeat(job, self.run_dir(job.id))
             await self._check_silence(job)
             return
         await self._apply_new_events(job)  # what it wrote before it went
@@ -606,7 +607,7 @@ class JobManager:
         fresh = await self.get(job.id)
         state = {"cancel": "cancelled", "pause": "paused"}.get(fresh.stop_request or "")
         state = state or "interrupted"
-        tail = log_tail(self.run_dir(job.id))
+        tail = self.run_dir(job.id).log_tail()
         self._append(job.id, "state", {"state": state, "reason": reason, "log_tail": tail})
         await self._apply_new_events(job)
 
@@ -626,18 +627,8 @@ class JobManager:
             self._append(job.id, "heartbeat", data)
 
     async def _kill_silent(self, job: Job, silent: float) -> None:
-        child = self._children.pop(job.id, None)
-        pid = job.pid if job.pid is not None else child.pid if child is not None else None
-        if pid is not None:
-            # SIGKILL, since a stopped process does not act on SIGTERM; to its process group
-            # (its own session) so that what it started goes too.
-            with contextlib.suppress(ProcessLookupError):
-                if os.getpgid(pid) == pid:
-                    os.killpg(pid, signal.SIGKILL)
-                else:
-                    os.kill(pid, signal.SIGKILL)
-        if child is not None:
-            await asyncio.to_thread(child.wait)
+        await asyncio.to_thread(self.executor.kill, _worker(job))
+        pid = job.pid
         limit = self.settings.heartbeat_kill_s
         reason = (
             f"the worker (pid {pid}) sent no heartbeat for {silent:.0f} s (heartbeat_kill_s is "
@@ -647,21 +638,9 @@ class JobManager:
         log.warning("job %s: %s", job.id, reason)
         await self._end_lost(job, reason)
 
-    def _worker_alive(self, job: Job) -> tuple[bool, int | None]:
-        child = self._children.get(job.id)
-        if child is not None:
-            code = child.poll()
-            if code is None:
-                return True, None
-            del self._children[job.id]
-            return False, code
-        if job.pid is None:
-            return False, None
-        return is_alive(job.pid, job.pid_start), None
-
-    async def _heartbeat(self, job: Job, run_dir: Path) -> None:
+    async def _heartbeat(self, job: Job, run: RunDir) -> None:
         try:
-            beat = (run_dir / HEARTBEAT_FILE).stat().st_mtime
+            beat = run.heartbeat.stat().st_mtime
         except FileNotFoundError:
             return
         if job.heartbeat_at is None or beat - job.heartbeat_at >= 1.0:
@@ -670,7 +649,7 @@ class JobManager:
 
     # ---- schedule ---------------------------------------------------------------------
     async def _schedule(self) -> None:
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             queued = (
                 await session.scalars(
                     select(Job)
@@ -724,8 +703,16 @@ class JobManager:
         self._append(
             job.id, "state", {"state": "starting", "device": device, "attempt": job.attempts + 1}
         )
+        key = self._tinker_key() if job.backend == "tinker" else None
+        launch = Launch(
+            job.id,
+            self.run_dir(job.id).path,
+            job.resource,
+            device,
+            env={"TINKER_API_KEY": key} if key else {},
+        )
         try:
-            child = self._spawn(job, device)
+            worker = self.executor.launch(launch)
         except OSError as e:
             self._append(
                 job.id, "state", {"state": "failed", "reason": f"could not start the worker: {e}"}
@@ -739,44 +726,12 @@ class JobManager:
                 device=None,
             )
             return False
-        self._children[job.id] = child
-        await self._cas(job.id, ACTIVE_STATES, None, pid=child.pid, pid_start=start_time(child.pid))
+        await self._cas(job.id, ACTIVE_STATES, None, pid=worker.pid, pid_start=worker.pid_start)
         return True
 
-    def _spawn(self, job: Job, device: str | None) -> subprocess.Popen[bytes]:
-        run_dir = self.run_dir(job.id)
-        env = _worker_environment(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["THINKER_WORKER_NICE"] = str(self.settings.worker_nice)
-        if device is not None:
-            env["CUDA_VISIBLE_DEVICES"] = device.split(":")[1]
-        elif job.resource == "cpu":
-            env["CUDA_VISIBLE_DEVICES"] = ""
-            # CPU workers share the cores: the engine divides them (engine/local/threads.py)
-            env.setdefault("THINKER_CPU_JOBS", str(max(1, self.settings.max_cpu_jobs)))
-        key = self._tinker_key() if job.backend == "tinker" else None
-        if key:
-            env["TINKER_API_KEY"] = key
-        with open(run_dir / LOG_FILE, "ab") as log_file:
-            return subprocess.Popen(
-                [sys.executable, "-m", "thinker.jobs.worker", str(run_dir)],
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=run_dir,
-                env=env,
-                start_new_session=True,  # a signal to the server's group does not reach it
-            )
 
-
-def _worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The server's environment less what a worker must not hold (see _CREDENTIAL)."""
-    return {
-        name: value
-        for name, value in environ.items()
-        if name in _WORKER_NEEDS
-        or not (_CREDENTIAL.search(name) or _URL_WITH_PASSWORD.search(value))
-    }
+def _worker(job: Job) -> WorkerRef:
+    return WorkerRef(job.id, job.pid, job.pid_start)
 
 
 def _count(data: Mapping[str, Any], key: str, default: int) -> int:
@@ -812,9 +767,4 @@ def _snapshot(job: Job) -> dict[str, Any]:
 
 
 def _cuda_devices() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except ImportError:
-        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -15,16 +15,10 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from thinker.data.kinds import TRAINS_ON
 from thinker.errors import ConfigError
 from thinker.pipeline.config import TrainingConfig, find_secrets, format_error
 
-# Which dataset kinds each algorithm (or rlhf stage) trains on.
-KINDS: dict[str, tuple[str, ...]] = {
-    "sl": ("chat", "prompt_completion"),
-    "dpo": ("preferences",),
-    "rm": ("preferences",),
-    "rl": ("problems",),
-}
 RLHF_STAGE_ALGORITHMS = {"sl": "sl", "rm": "rm", "rl": "rl"}
 # Keys that would name files or checkpoints outside the job: the server sets them.
 SERVER_SET = ("dataset", "eval_dataset", "log_path", "init_from", "reference_path")
@@ -181,14 +175,16 @@ def _resolve(
     field = "dataset_id" if where == "config" and key == "dataset" else f"{where}.{key}_id"
     part[key] = _MISSING  # until resolved: lets the schema check the rest
     if dataset_id is None:
-        return [f"{field}: required (the id of a dataset of kind {' or '.join(KINDS[algorithm])})"]
+        return [
+            f"{field}: required (the id of a dataset of kind {' or '.join(TRAINS_ON[algorithm])})"
+        ]
     ref = lookup(str(dataset_id)) if isinstance(dataset_id, str) else None
     if ref is None:
         return [f"{field}: no dataset with id {dataset_id!r}"]
-    if ref.kind not in KINDS[algorithm]:
+    if ref.kind not in TRAINS_ON[algorithm]:
         return [
             f"{field}: dataset {ref.id} holds {ref.kind} rows; {algorithm} trains on "
-            f"{' or '.join(KINDS[algorithm])}"
+            f"{' or '.join(TRAINS_ON[algorithm])}"
         ]
     part[key] = str(ref.path)
     datasets[f"{where}.{key}"] = ref

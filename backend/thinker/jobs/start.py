@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from thinker.algorithms.bounds import MAX_STEPS
+from thinker.bounds import MAX_STEPS
 from thinker.engine.local import checkpoints
 from thinker.engine.local.hub import ModelFacts, inspect_model
 from thinker.errors import CheckpointError, ConfigError, DamagedError, NotFoundError

@@ -22,26 +22,32 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pydantic import TypeAdapter
+
+from thinker.algorithms.common import RunResult
+from thinker.data import dataset_sha256
+from thinker.errors import BackendError, CheckpointError, ConfigError, DatasetError, ThinkerError
+from thinker.files import is_disk_full, storage_error, write_json_atomically
 from thinker.jobs.events import append_event
-from thinker.pipeline.metadata import scrub
-from thinker.runs import RunLogger
+from thinker.pipeline.config import TrainingConfig, TrainingSection
+from thinker.pipeline.metadata import (
+    git_commit,
+    package_versions,
+    scrub,
+    secret_values,
+    section_fingerprint,
+    utc_now,
+)
+from thinker.pipeline.report import build_report
+from thinker.pipeline.stages import train_job
+from thinker.runs import RunDir, RunLogger
 
-if TYPE_CHECKING:
-    from thinker.algorithms.common import RunResult
-    from thinker.pipeline.config import TrainingSection
-
-JOB_FILE = "job.json"
-CONTROL_FILE = "control.json"
-HEARTBEAT_FILE = "heartbeat"
 # Room kept for the job's last words: on a disk that fills during training the final state
 # event (and the traceback in the log) must still be written, or the job reads "interrupted".
-RESERVE_FILE = ".reserve"
 RESERVE_BYTES = 128 * 1024
-LOG_FILE = "worker.log"
 HEARTBEAT_EVERY_S = 2.0
-LOG_TAIL_LINES = 40
 MAX_LOG_LINE = 2000
 
 
@@ -99,7 +105,7 @@ class _LogLines(io.TextIOBase):
 
 
 def _heartbeat(run_dir: Path, stop: threading.Event) -> None:
-    path = run_dir / HEARTBEAT_FILE
+    path = RunDir(run_dir).heartbeat
     while not stop.is_set():
         path.touch()
         stop.wait(HEARTBEAT_EVERY_S)
@@ -107,18 +113,9 @@ def _heartbeat(run_dir: Path, stop: threading.Event) -> None:
 
 def _stop_requested(run_dir: Path) -> str | None:
     try:
-        return json.loads((run_dir / CONTROL_FILE).read_text()).get("stop")
+        return json.loads(RunDir(run_dir).control.read_text()).get("stop")
     except (OSError, ValueError):
         return None
-
-
-def log_tail(run_dir: Path) -> str:
-    """The worker log's last lines: what a failed or lost job shows as its reason's context."""
-    try:
-        lines = (run_dir / LOG_FILE).read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    return "\n".join(lines[-LOG_TAIL_LINES:])
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -127,9 +124,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def run(run_dir: Path) -> int:
     """Run the job in `run_dir` to its end; the exit code says how it ended (0 = succeeded)."""
-    from thinker.pipeline.metadata import secret_values
-
-    spec = json.loads((run_dir / JOB_FILE).read_text())
+    spec = json.loads(RunDir(run_dir).job.read_text())
     secrets = secret_values()
     sys.stdout = _LogLines(run_dir, sys.__stdout__, secrets)
     sys.stderr = _LogLines(run_dir, sys.__stderr__, secrets)
@@ -169,7 +164,11 @@ def run(run_dir: Path) -> int:
         _release_room(run_dir)
         traceback.print_exc()
         reason = scrub(_describe(e, run_dir), secrets)
-        failed = {"state": "failed", "reason": reason, "log_tail": log_tail(run_dir)}
+        failed = {
+            "state": "failed",
+            "reason": reason,
+            "log_tail": RunDir(run_dir).log_tail(),
+        }
         append_event(run_dir, "state", {**failed, "retryable": retryable(e)})
         return 1
     finally:
@@ -187,28 +186,22 @@ def run(run_dir: Path) -> int:
 
 def _reserve_room(run_dir: Path) -> None:
     with contextlib.suppress(OSError):  # a disk already full: nothing to keep back
-        (run_dir / RESERVE_FILE).write_bytes(bytes(RESERVE_BYTES))
+        RunDir(run_dir).reserve.write_bytes(bytes(RESERVE_BYTES))
 
 
 def _release_room(run_dir: Path) -> None:
     with contextlib.suppress(OSError):
-        (run_dir / RESERVE_FILE).unlink()
+        RunDir(run_dir).reserve.unlink()
 
 
 def _section(spec: dict[str, Any]) -> TrainingSection:
-    from pydantic import TypeAdapter
-
-    from thinker.pipeline.config import TrainingConfig
-
     return TypeAdapter(TrainingConfig).validate_python(spec["section"])  # type: ignore[no-any-return]
 
 
 def _train(run_dir: Path, spec: dict[str, Any], section: TrainingSection) -> RunResult:
-    from thinker.pipeline.train import train_section
-
     _write_metadata(run_dir, spec, section)
     logger = JobLogger(run_dir)
-    return asyncio.run(train_section(section, run_dir, run_dir, logger=logger))
+    return asyncio.run(train_job(section, RunDir(run_dir), logger))
 
 
 def _report(
@@ -216,13 +209,10 @@ def _report(
 ) -> None:
     """Judge the trained model on held-out data: report.json, then a `report` event. Building
     it never raises (a failure is a report with verdict "unknown")."""
-    from thinker.pipeline.metadata import write_json_atomically
-    from thinker.pipeline.report import REPORT_FILE, build_report
-
     start = (spec.get("start") or {}).get("sampler_path")  # a job continuing a library model
     print("[thinker] report: answering held-out prompts with the trained and base models")
     report = asyncio.run(build_report(section, run_dir, result, start))
-    write_json_atomically(run_dir / REPORT_FILE, report)
+    write_json_atomically(RunDir(run_dir).report, report)
     append_event(run_dir, "report", report)
     print(f"[thinker] report: {report['verdict']}", flush=True)
 
@@ -231,8 +221,6 @@ def retryable(e: BaseException) -> bool:
     """Whether resuming a job that failed with `e` may help: not after an error the same
     settings repeat (config, dataset, checkpoint, backend) nor after running out of memory;
     yes after anything else (a crash or a lost resource may pass)."""
-    from thinker.errors import BackendError, CheckpointError, ConfigError, DatasetError
-
     lasting = (ConfigError, DatasetError, CheckpointError, BackendError, MemoryError)
     torch = sys.modules.get("torch")  # loaded by training; never imported just for this
     if torch is not None:
@@ -241,17 +229,9 @@ def retryable(e: BaseException) -> bool:
 
 
 def _write_metadata(run_dir: Path, spec: dict[str, Any], section: Any) -> None:
-    """metadata.json: what produced this run (code, data, settings, versions)."""
-    from thinker.data import dataset_sha256
-    from thinker.pipeline.metadata import (
-        git_commit,
-        package_versions,
-        section_fingerprint,
-        utc_now,
-        write_json_atomically,
-    )
-
-    path = run_dir / "metadata.json"
+    """metadata.json: what produced this run (code, data, settings, versions). What an earlier
+    attempt recorded is kept: an rlhf job's finished stages are skipped on a resume."""
+    path = RunDir(run_dir).metadata
     previous = json.loads(path.read_text()) if path.is_file() else {}
     datasets = {
         k: {"id": v["id"], "sha256": dataset_sha256(Path(v["path"]))}
@@ -260,6 +240,7 @@ def _write_metadata(run_dir: Path, spec: dict[str, Any], section: Any) -> None:
     write_json_atomically(
         path,
         {
+            **previous,
             "job_id": spec["job_id"],
             "name": spec["name"],
             "algorithm": spec["algorithm"],
@@ -274,9 +255,6 @@ def _write_metadata(run_dir: Path, spec: dict[str, Any], section: Any) -> None:
 
 
 def _describe(e: BaseException, run_dir: Path) -> str:
-    from thinker.errors import ThinkerError
-    from thinker.runs import is_disk_full, storage_error
-
     if isinstance(e, ThinkerError):
         return str(e)
     if is_disk_full(e):  # "no space left on device while training (12 KiB free on ...)"

@@ -50,13 +50,13 @@ from pydantic import (
     model_validator,
 )
 
-from thinker.algorithms.bounds import MAX_TEMPERATURE, MAX_TOKENS, STRICT_NUMBERS, Number
 from thinker.algorithms.dpo_config import DPOConfig
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rl_config import RLConfig
 from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
 from thinker.algorithms.rlhf import RLHFConfig
 from thinker.algorithms.sl_config import SLConfig
+from thinker.bounds import MAX_TEMPERATURE, MAX_TOKENS, STRICT_NUMBERS, Number
 from thinker.errors import ConfigError
 from thinker.renderers import RENDERER_NAMES
 
@@ -178,13 +178,26 @@ class RLTraining(_PipelineSection, RLConfig):
 
 
 class RLHFTraining(_PipelineSection, RLHFConfig):
-    """`algorithm: rlhf` and every `RLHFConfig` field (its `sl`, `rm` and `rl` sections)."""
+    """`algorithm: rlhf` and every `RLHFConfig` field (its `sl`, `rm` and `rl` sections).
+
+    It trains as the three stages it names, in `<run>/sl`, `<run>/rm` and `<run>/rl`, with the
+    stages form's mechanism (`pipeline.stages`): RL from SL's final state, scored by the judge
+    the rm stage trained from the base model.
+    """
 
     algorithm: Literal["rlhf"] = "rlhf"
 
-    def to_run_config(self, run_dir: Path, **overrides: Any) -> RLHFConfig:
-        """The RLHF pipeline's config, its stages writing into `run_dir`/{sl,rm,rl}."""
-        return RLHFConfig.model_validate(self._run_fields(run_dir, overrides))
+    def stages(self) -> list[StageSection]:
+        """Its stages, each a section of the stages form named after its algorithm."""
+        parts = (
+            (SLTraining, "sl", self.sl),
+            (RMTraining, "rm", self.rm),
+            (RLTraining, "rl", self.rl),
+        )
+        return [
+            cls.model_validate({**part.model_dump(exclude={"log_path"}), "name": name})
+            for cls, name, part in parts
+        ]
 
 
 class RMTraining(_PipelineSection, RewardModelConfig):
@@ -317,20 +330,28 @@ class PipelineConfig(BaseModel):
     def base_model(self) -> str:
         return self.sections[0].base_model
 
+    def stage_sections(self) -> list[StageSection] | None:
+        """The stages that train, each in its own directory: the `stages:` list, or those of
+        an `algorithm: rlhf` section; None when one algorithm trains in the run directory."""
+        if self.stages is not None:
+            return list(self.stages)
+        return self.training.stages() if isinstance(self.training, RLHFTraining) else None
+
     def where(self, section: TrainingSection) -> str:
-        """How errors and metadata name a section: `training` or `stages[i]`."""
+        """How errors and metadata name a section: `training`, `training.rl` (an rlhf stage)
+        or `stages[i]`."""
         if self.stages is None:
-            return "training"
+            return "training" if section.name is None else f"training.{section.name}"
         return f"stages[{next(i for i, s in enumerate(self.stages) if s is section)}]"
 
     def section_dir(self, run_dir: Path, section: TrainingSection) -> Path:
         """Where a section writes: the run directory itself, or `<run>/<stage name>/`."""
-        return run_dir if self.stages is None else run_dir / str(section.name)
+        return run_dir if section.name is None else run_dir / section.name
 
     def final_dir(self, run_dir: Path) -> Path:
-        """Where the final weights' checkpoints.jsonl is (RLHF's is its RL stage's)."""
-        final_dir = self.section_dir(run_dir, self.final)
-        return final_dir / RLHF_STAGES[-1] if isinstance(self.final, RLHFTraining) else final_dir
+        """Where the final weights' checkpoints.jsonl is (the last stage's directory)."""
+        stages = self.stage_sections()
+        return self.section_dir(run_dir, stages[-1] if stages else self.final)
 
     def datasets(self) -> dict[str, Path]:
         """Every training dataset named, by where: `training.dataset`, `stages[1].eval_dataset`,

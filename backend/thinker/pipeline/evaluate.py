@@ -44,7 +44,7 @@ from thinker.pipeline.config import (
     TrainingSection,
 )
 from thinker.renderers import Message, Renderer, TrainOnWhat, renderer_for
-from thinker.runs import METRICS_FILE, read_metrics
+from thinker.runs import RunDir, read_metrics
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ def held_out_metrics(
     for directory in dirs:
         held_out = [
             {k: v for k, v in record.items() if k.startswith(("eval_", "rm_eval_"))}
-            for record in read_metrics(directory / METRICS_FILE)
+            for record in read_metrics(RunDir(directory).metrics)
         ]
         held_out = [h for h in held_out if h]
         if held_out:

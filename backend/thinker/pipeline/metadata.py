@@ -3,7 +3,8 @@
 It records the run name, config path and fingerprint (SHA-256 of the canonical JSON of the
 resolved config), git commit, dataset SHA-256s, package versions, backend, the status,
 timestamps and metrics of each stage (validate, train, eval), and the exit code. A config
-with `stages:` also gets `training_stages`, one record per training stage in order: its
+with `stages:` or `algorithm: rlhf` (and a job's run of rlhf, whose worker writes this file
+with the job's own fields) also gets `training_stages`, one record per training stage in order: its
 name, algorithm, status (pending, running, passed, failed, interrupted), run directory,
 the checkpoint it started from, its final checkpoint and final metrics, and the fingerprint
 of its settings; a later command on the same run reads it to skip the finished stages.
@@ -29,12 +30,17 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from thinker.data import dataset_sha256
+from thinker.files import write_json_atomically
+from thinker.runs import RunDir
+
 if TYPE_CHECKING:  # kept out of the import so that `scrub` costs nothing to import
+    from collections.abc import Sequence
+
     from pydantic import BaseModel
 
-    from thinker.pipeline.config import PipelineConfig
+    from thinker.pipeline.config import PipelineConfig, TrainingSection
 
-METADATA_FILE = "metadata.json"
 PACKAGES = ("thinker", "torch", "transformers", "peft", "tinker")
 StageName = Literal["validate", "train", "eval"]
 StageStatus = Literal["running", "passed", "failed", "skipped", "interrupted"]
@@ -101,8 +107,6 @@ def package_versions() -> dict[str, str | None]:
 def dataset_hashes(config: PipelineConfig) -> dict[str, dict[str, str]]:
     """`{"training.dataset": {"path": ..., "sha256": ...}, ...}` for every dataset file named
     (`stages[0].dataset`, ... in the stages form)."""
-    from thinker.data import dataset_sha256
-
     named: dict[str, Path | None] = dict(config.datasets())
     named["evaluation.dataset"] = config.evaluation.dataset
     named["data_validation.path"] = config.data_validation.path if config.data_validation else None
@@ -145,21 +149,6 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON to a temporary file beside `path`, fsync it, then `os.replace` it in; on a
-    failure (a full disk) the temporary file is removed and `path` is left as it was."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, allow_nan=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 class RunMetadata:
     """The metadata of one run directory; every change is written to disk at once.
 
@@ -169,7 +158,7 @@ class RunMetadata:
 
     def __init__(self, run_dir: Path, data: dict[str, Any]) -> None:
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / METADATA_FILE
+        self.path = RunDir(self.run_dir).metadata
         self.data = data
         self._started: dict[str, float] = {}
         self._open_training_stage: tuple[str, float] | None = None  # (name, monotonic start)
@@ -181,7 +170,7 @@ class RunMetadata:
         """Load the run's metadata (or start it) and record this command's config and context."""
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        path = run_dir / METADATA_FILE
+        path = RunDir(run_dir).metadata
         data: dict[str, Any] = {}
         if path.is_file():
             try:
@@ -212,17 +201,34 @@ class RunMetadata:
             }
         )
         data.setdefault("stages", {})
-        if config.stages is not None:
-            kept = {r.get("name"): r for r in data.get(TRAINING_STAGES, [])}
-            data[TRAINING_STAGES] = [
+        meta = cls(run_dir, data)
+        meta.plan_training_stages(config.stage_sections() or [])
+        return meta
+
+    @classmethod
+    def load(cls, run_dir: Path) -> RunMetadata:
+        """The run's metadata as it is on disk (empty when there is none): a job's worker
+        records its training stages in the metadata.json it wrote."""
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        path = RunDir(run_dir).metadata
+        try:
+            data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        except (OSError, json.JSONDecodeError):
+            data = {}
+        return cls(run_dir, data if isinstance(data, dict) else {})
+
+    def plan_training_stages(self, stages: Sequence[TrainingSection]) -> None:
+        """List the training stages that will run (none: one algorithm in the run directory);
+        the records of stages listed before are kept, so that finished ones are skipped."""
+        if stages:
+            kept = {r.get("name"): r for r in self.data.get(TRAINING_STAGES, [])}
+            self.data[TRAINING_STAGES] = [
                 kept.get(s.name) or {"name": s.name, "algorithm": s.algorithm, "status": "pending"}
-                for s in config.stages
+                for s in stages
             ]
         else:
-            data.pop(TRAINING_STAGES, None)
-        meta = cls(run_dir, data)
-        meta.write()
-        return meta
+            self.data.pop(TRAINING_STAGES, None)
+        self.write()
 
     def start_stage(self, stage: StageName) -> None:
         self._started[stage] = time.monotonic()

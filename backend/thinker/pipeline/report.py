@@ -33,9 +33,8 @@ from thinker.pipeline.config import (
 )
 from thinker.pipeline.evaluate import SampleResult, eval_rendering, score, sl_held_out, summarize
 from thinker.renderers import Message, renderer_for
-from thinker.runs import METRICS_FILE, read_metrics
+from thinker.runs import RunDir, read_metrics
 
-REPORT_FILE = "report.json"
 MAX_SAMPLES = 50  # held-out examples answered by each model
 MAX_TOKENS = 256  # the most tokens of one answer
 TOKEN_MARGIN = 16  # tokens allowed beyond the longest reference
@@ -282,7 +281,7 @@ def logged(run_dir: Path, key: str, stage: str | None = None) -> tuple[float | N
     """The first and last finite values of `key` in the run's metrics.jsonl (of `stage`)."""
     values = [
         float(row[key])
-        for row in read_metrics(run_dir / METRICS_FILE)
+        for row in read_metrics(RunDir(run_dir).metrics)
         if row.get("stage") == stage and isinstance(row.get(key), int | float)
     ]
     values = [v for v in values if math.isfinite(v)]

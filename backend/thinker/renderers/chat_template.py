@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jinja2 import TemplateError
 from tinker import types
 
 from thinker.errors import ConfigError
@@ -128,8 +129,6 @@ class ChatTemplateRenderer:
         return types.ModelInput.from_ints(encode(self.tokenizer, text))
 
     def _find_stop_tokens(self) -> list[int]:
-        from jinja2 import TemplateError
-
         stops: list[int] = []
         probe: list[Message] = [
             {"role": "user", "content": "Hi"},

@@ -244,7 +244,7 @@ def _drop_capabilities() -> None:
 def _block_network() -> None:
     """Make the socket module refuse network sockets. Not a boundary: `_socket` or ctypes get
     round it; the network namespace is what the kernel enforces."""
-    import socket
+    import socket  # here: the sandboxed child patches it just before the untrusted code runs
 
     def denied(*args: object, **kwargs: object) -> NoReturn:
         raise PermissionError("network access is disabled in the sandbox")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from thinker.algorithms.rl_config import RewardConfig
 from thinker.errors import ConfigError
 from thinker.rewards.base import RewardFn
 from thinker.rewards.code import CodeExecutionReward
+from thinker.rewards.config import RewardConfig
 from thinker.rewards.exact_match import ExactMatchReward
 from thinker.rewards.python_fn import PythonFunctionReward
 from thinker.rewards.regex import RegexReward

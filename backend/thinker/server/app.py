@@ -36,11 +36,26 @@ from thinker.errors import (
     StorageError,
     ThinkerError,
 )
+from thinker.files import DISK_FULL, is_disk_full
 from thinker.server import limits
 from thinker.server.deps import require_token
+from thinker.server.events import register_import_handlers, register_socket_handlers
 from thinker.server.openapi_doc import document_errors
 from thinker.server.platform import Platform
-from thinker.server.settings import Settings
+from thinker.server.routes import (
+    base_models,
+    dataset_import,
+    dataset_insights,
+    datasets,
+    health,
+    jobs,
+    models,
+    openai,
+    sampling,
+    tokens,
+)
+from thinker.server.routes import settings as settings_routes
+from thinker.settings import Settings
 
 _STATUS: list[tuple[type[ThinkerError], int]] = [
     (AuthError, 401),
@@ -90,9 +105,6 @@ def create_app(settings: Settings | None = None) -> Any:
         try:
             yield
         finally:
-            from thinker.server.imports import stop_imports
-
-            await stop_imports(app)  # a running import stops at its next batch, keeping nothing
             await app.state.platform.stop()
 
     app = FastAPI(
@@ -113,9 +125,6 @@ def create_app(settings: Settings | None = None) -> Any:
     document_errors(app)  # error statuses and bodies in the OpenAPI document
     if settings.static_dir is not None and settings.static_dir.is_dir():
         app.mount("/", DashboardFiles(directory=settings.static_dir, html=True), name="dashboard")
-    from thinker.server.events import register_socket_handlers
-    from thinker.server.imports import register_import_handlers
-
     register_socket_handlers(sio, app)
     register_import_handlers(sio)
     return socketio.ASGIApp(sio, other_asgi_app=app, socketio_path="socket.io")
@@ -162,20 +171,6 @@ def _operation_id(route: APIRoute) -> str:
 
 
 def _add_routes(app: FastAPI) -> None:
-    from thinker.server.routes import (
-        base_models,
-        dataset_import,
-        dataset_insights,
-        datasets,
-        health,
-        jobs,
-        models,
-        openai,
-        sampling,
-        tokens,
-    )
-    from thinker.server.routes import settings as settings_routes
-
     # Every route checks the token, then the request's bounds (limits.py); the text of
     # prompts and dataset rows never reaches the database, so it may hold any control but NUL.
     checked = [Depends(limits.check_request)]
@@ -270,7 +265,7 @@ def _allowed_methods(request: Request) -> list[str]:
 
 async def _os_error(request: Request, exc: Exception) -> JSONResponse:
     """A full disk anywhere is a 507 that says so; any other error stays a 500."""
-    if not limits.is_disk_full(exc):
+    if not is_disk_full(exc):
         raise exc
-    detail = f"{limits.DISK_FULL}: nothing was stored; free disk space on the server"
+    detail = f"{DISK_FULL}: nothing was stored; free disk space on the server"
     return JSONResponse({"detail": detail}, status_code=507)

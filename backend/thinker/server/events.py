@@ -13,6 +13,9 @@ With `"batch": true` in `join_job` (the dashboard does this) the client gets `jo
 messages instead, each a list of such events in order: the replay in lists of up to
 `REPLAY_BATCH`, then one list per manager tick.
 
+Imports: a client emits `join_imports` and then receives `dataset_import` (the same object as
+`GET /api/datasets/imports/{id}`) in the room `imports`, from `thinker.services.imports`.
+
 A socket is tied to the token it connected with: revoking the token disconnects it (at once
 through `EventHub.disconnect_token`, else within `TOKEN_SWEEP_S`), and a socket whose token
 is revoked joins no room.
@@ -32,15 +35,21 @@ from socketio import packet as sio_packet
 
 from thinker.errors import AuthError, NotFoundError
 from thinker.jobs.events import read_events
+from thinker.runs import RunDir
+from thinker.services.tokens import authorize, revoked_tokens
+from thinker.store import Job
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from pathlib import Path
 
-    from thinker.server.platform import Platform
+    from fastapi import FastAPI
+    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 log = logging.getLogger("thinker.events")
 
 JOBS_ROOM = "jobs"
+IMPORTS_ROOM = "imports"
+IMPORT_EVENT = "dataset_import"
 REPLAY_JOBS = 8  # jobs whose encoded events are kept in memory for replays (least recent go)
 REPLAY_BATCH = 500  # events per `job_events` message of a batched replay
 TOKEN_SWEEP_S = 5.0  # how often sockets are checked against tokens revoked by another process
@@ -69,9 +78,15 @@ class EventHub:
     are published, so that a thousand joins do not read and encode the file a thousand times.
     """
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.sio: socketio.AsyncServer = platform.sio
+    def __init__(
+        self,
+        sio: socketio.AsyncServer,
+        sessions: async_sessionmaker[AsyncSession],
+        runs_dir: Path,
+    ) -> None:
+        self.sio = sio
+        self.sessions = sessions
+        self.runs_dir = runs_dir
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._published: dict[str, int] = {}  # job id -> last seq sent to its room
         self._replay: OrderedDict[str, _Replay] = OrderedDict()  # job id -> its events 1..n
@@ -129,7 +144,10 @@ class EventHub:
             NotFoundError: No such job.
             Gone: The client disconnected meanwhile.
         """
-        job = await self.platform.jobs.get(job_id)
+        async with self.sessions() as session:
+            job = await session.get(Job, job_id)
+        if job is None:
+            raise NotFoundError(f"no job with id {job_id!r}")
         async with self.lock(job_id):
             upto = self._published.get(job_id, job.last_seq)
             replay = await self._replay_to(job_id, upto)
@@ -160,7 +178,7 @@ class EventHub:
         while len(self._replay) > REPLAY_JOBS:
             self._replay.popitem(last=False)
         if len(replay.events) < upto:
-            run_dir = self.platform.jobs.run_dir(job_id)
+            run_dir = RunDir(self.runs_dir / job_id).path
             for event in await asyncio.to_thread(read_events, run_dir, len(replay.events), upto):
                 if event["seq"] == len(replay.events) + 1:  # numbered without gaps
                     payload = {"job_id": job_id, **event}
@@ -192,10 +210,8 @@ class EventHub:
 
     async def may_join(self, sid: str) -> bool:
         """False when `sid` connected with a token that is now revoked."""
-        from thinker.server.deps import revoked_tokens
-
         token_id = self._tokens.get(sid)
-        return token_id is None or not await revoked_tokens(self.platform, {token_id})
+        return token_id is None or not await revoked_tokens(self.sessions, {token_id})
 
     async def disconnect_token(self, token_id: str) -> int:
         """Disconnect every socket that connected with `token_id`; how many there were."""
@@ -207,13 +223,12 @@ class EventHub:
 
     async def _sweep_tokens(self) -> None:
         """Disconnect sockets whose token was revoked elsewhere (`thinker token revoke`)."""
-        from thinker.server.deps import revoked_tokens
-
         while True:
             await asyncio.sleep(TOKEN_SWEEP_S)
             try:
                 if self._tokens:
-                    for token_id in await revoked_tokens(self.platform, set(self._tokens.values())):
+                    live = set(self._tokens.values())
+                    for token_id in await revoked_tokens(self.sessions, live):
                         await self.disconnect_token(token_id)
             except Exception:  # keep sweeping: a database hiccup must not end it
                 log.exception("token sweep failed")
@@ -238,24 +253,23 @@ def _message(packet: str) -> eio_packet.Packet:
 def register_socket_handlers(sio: socketio.AsyncServer, app: FastAPI) -> None:
     """Connect (with the token check), join/leave a job's room, join the jobs room."""
 
-    def platform() -> Platform:
-        return app.state.platform  # type: ignore[no-any-return]
+    def hub() -> EventHub:
+        return app.state.platform.hub  # type: ignore[no-any-return]
 
     @sio.event
     async def connect(sid: str, environ: dict[str, Any], auth: Any = None) -> None:
-        from thinker.server.deps import check_token
-
         token = auth.get("token") if isinstance(auth, dict) else None
         header = f"Bearer {token}" if token else environ.get("HTTP_AUTHORIZATION")
+        settings = app.state.platform.settings
         try:
-            token_id = await check_token(platform(), header)
+            token_id = await authorize(settings, hub().sessions, header)
         except AuthError as e:
             raise socketio.exceptions.ConnectionRefusedError(str(e)) from None
-        platform().hub.connected(sid, token_id)
+        hub().connected(sid, token_id)
 
     @sio.event
     async def disconnect(sid: str, reason: Any = None) -> None:
-        platform().hub.disconnected(sid)
+        hub().disconnected(sid)
 
     @sio.event
     async def join_job(sid: str, data: Any) -> dict[str, Any]:
@@ -264,11 +278,11 @@ def register_socket_handlers(sio: socketio.AsyncServer, app: FastAPI) -> None:
         after = data.get("after_seq", 0)
         if not isinstance(after, int) or after < 0:
             return {"ok": False, "error": "after_seq must be a non-negative integer"}
-        if not await platform().hub.may_join(sid):
+        if not await hub().may_join(sid):
             return {"ok": False, "error": "the token was revoked"}
         try:
             batch = data.get("batch") is True
-            upto = await platform().hub.join(sid, data["job_id"], after, batch)
+            upto = await hub().join(sid, data["job_id"], after, batch)
         except NotFoundError as e:
             return {"ok": False, "error": str(e)}
         except Gone:
@@ -278,14 +292,31 @@ def register_socket_handlers(sio: socketio.AsyncServer, app: FastAPI) -> None:
     @sio.event
     async def leave_job(sid: str, data: Any) -> dict[str, Any]:
         if isinstance(data, dict) and isinstance(data.get("job_id"), str):
-            await platform().hub.leave(sid, data["job_id"])
+            await hub().leave(sid, data["job_id"])
         return {"ok": True}
 
     @sio.event
     async def join_jobs(sid: str, data: Any = None) -> dict[str, Any]:
-        if not await platform().hub.may_join(sid):
+        if not await hub().may_join(sid):
             return {"ok": False, "error": "the token was revoked"}
         if not sio.manager.is_connected(sid, "/"):
             return {"ok": False, "error": "disconnected"}
         await sio.enter_room(sid, JOBS_ROOM)
+        return {"ok": True}
+
+
+def register_import_handlers(sio: socketio.AsyncServer) -> None:
+    """`join_imports` / `leave_imports`: enter or leave the room of `dataset_import` events.
+
+    The connection itself is checked by the `connect` handler of `register_socket_handlers`.
+    """
+
+    @sio.event
+    async def join_imports(sid: str, data: Any = None) -> dict[str, Any]:
+        await sio.enter_room(sid, IMPORTS_ROOM)
+        return {"ok": True}
+
+    @sio.event
+    async def leave_imports(sid: str, data: Any = None) -> dict[str, Any]:
+        await sio.leave_room(sid, IMPORTS_ROOM)
         return {"ok": True}

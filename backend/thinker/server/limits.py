@@ -14,30 +14,23 @@ names each problem's place (`body.config.lora.rank`, `query.offset`) and the lim
 - a path id that `store.new_id` cannot have made (`job_` + 12 hex digits, ...) is a 404
   without a database query.
 
-Names (of datasets, files, jobs, models, tokens) are one line of visible text: `Name` and
-`check_name` refuse every control character and the bidirectional controls (U+202E...).
-
-`storage_guard` turns a full disk (ENOSPC, EDQUOT, SQLite's "database or disk is full",
-PostgreSQL's disk_full) into `StorageError` (507); app.py maps what escapes it the same way.
+Names (`thinker.names`) and full disks (`thinker.files.storage_guard`) are checked below
+the server, where the services that store them run.
 """
 
 from __future__ import annotations
 
-import errno
 import math
 import re
-import unicodedata
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated, Any, get_args
 
 from fastapi import Query, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
-from pydantic import AfterValidator, TypeAdapter, ValidationError
-from pydantic_core import PydanticCustomError
+from pydantic import TypeAdapter, ValidationError
 
-from thinker.errors import ConfigError, NotFoundError, StorageError
+from thinker.errors import ConfigError, NotFoundError
+from thinker.names import NOT_STORABLE, TEXT_CONTROLS, character
 
 MAX_DEPTH = 32  # levels of arrays and objects in a request body
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -53,12 +46,8 @@ ID_PARAMS = {
 _ID = re.compile(r"([a-z]+)_[0-9a-f]{12}")
 
 # Characters refused in strings: any character of each class holds the whole string back.
-_NOT_STORABLE = r"\x00\ud800-\udfff"  # NUL and lone surrogates: PostgreSQL stores neither
-_TEXT_CONTROLS = r"\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # controls but \t \n \r
-_BIDI = r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # they reorder what is displayed
-_STRICT = re.compile(f"[{_NOT_STORABLE}{_TEXT_CONTROLS}]")
-_FREE_TEXT = re.compile(f"[{_NOT_STORABLE}]")
-_NAME = re.compile(f"[{_NOT_STORABLE}{_TEXT_CONTROLS}\t\n\r\u2028\u2029{_BIDI}]")
+_STRICT = re.compile(f"[{NOT_STORABLE}{TEXT_CONTROLS}]")
+_FREE_TEXT = re.compile(f"[{NOT_STORABLE}]")
 
 Offset = Annotated[int, Query(ge=0, le=INT64_MAX, description="rows to skip")]
 
@@ -199,7 +188,7 @@ def string_problems(text: str, place: str, rule: re.Pattern[str] = _STRICT) -> l
     if found is None:
         return []
     allowed = "" if rule is _FREE_TEXT else " (tab, newline and carriage return are allowed)"
-    return [f"{place}: holds {_character(found[0])} at position {found.start()}{allowed}"]
+    return [f"{place}: holds {character(found[0])} at position {found.start()}{allowed}"]
 
 
 def parse_problem(error: BaseException | None) -> str | None:
@@ -212,79 +201,6 @@ def parse_problem(error: BaseException | None) -> str | None:
     return None
 
 
-def _character(c: str) -> str:
-    name = unicodedata.name(c, "") if not "\ud800" <= c <= "\udfff" else "a lone surrogate"
-    return f"U+{ord(c):04X}" + (f" ({name})" if name else " (a control character)")
-
-
 def _shown(text: str) -> str:
     """`text` for an error message: at most 40 characters, controls escaped."""
     return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text[:40])
-
-
-# ---- names -------------------------------------------------------------------------------
-
-
-def name_problem(name: str) -> str | None:
-    """Why `name` cannot be a name (one line of visible text), or None."""
-    found = _NAME.search(name)
-    if found is None:
-        return None
-    return (
-        f"holds {_character(found[0])} at position {found.start()}; a name is one line of "
-        "text without control or bidirectional-override characters"
-    )
-
-
-def check_name(what: str, name: str) -> str:
-    """`name` as given; raises ConfigError (422) naming `what` when it is not a name."""
-    if (problem := name_problem(name)) is not None:
-        raise ConfigError(f"{what}: {problem}")
-    return name
-
-
-def _valid_name(name: str) -> str:
-    if (problem := name_problem(name)) is not None:
-        raise PydanticCustomError("name", problem)  # the message as it is, no "Value error"
-    return name
-
-
-Name = Annotated[str, AfterValidator(_valid_name)]  # add a max_length where it is used
-
-
-# ---- the disk ----------------------------------------------------------------------------
-
-DISK_FULL = "no space left on device"
-
-
-def is_disk_full(error: BaseException) -> bool:
-    """Whether `error` says the disk or the quota is full: an OSError (ENOSPC, EDQUOT), or a
-    database error (SQLite's "database or disk is full", PostgreSQL's disk_full), itself or
-    as the cause of the error raised."""
-    seen: BaseException | None = error
-    for _ in range(4):  # the error, its cause, their causes
-        if seen is None:
-            return False
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        driver = getattr(seen, "orig", None)  # SQLAlchemy's DBAPIError wraps the driver's
-        if driver is not None and (
-            getattr(driver, "sqlstate", None) == "53100"  # asyncpg: disk_full
-            or "database or disk is full" in str(driver)
-            or "No space left on device" in str(driver)
-        ):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-@contextmanager
-def storage_guard(what: str) -> Iterator[None]:
-    """Within the block, a full disk raises `StorageError` ("no space left on device: `what`
-    was not stored"); the block itself removes what it wrote."""
-    try:
-        yield
-    except Exception as e:
-        if isinstance(e, StorageError) or not is_disk_full(e):
-            raise
-        raise StorageError(f"{DISK_FULL}: {what} was not stored; free disk space") from e

@@ -1,21 +1,25 @@
-"""The platform: what one server process owns, started and stopped with the app."""
+"""The platform: what one server process owns, started and stopped with the app.
+
+It is where the server's parts are put together: the database, the dataset service, the
+Socket.IO hub, the model pool, the imports and the job manager, each given what it needs.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
+import socketio
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
-from thinker.server.settings import Settings
-from thinker.store import make_engine, migrate, session_factory, sqlite_url
-
-if TYPE_CHECKING:
-    import socketio
-
-    from thinker.jobs.manager import JobManager
-    from thinker.server.events import EventHub
-    from thinker.server.pool import ModelPool
+from thinker.jobs.executor import LocalExecutor
+from thinker.jobs.manager import JobManager
+from thinker.server.events import IMPORT_EVENT, IMPORTS_ROOM, EventHub
+from thinker.server.pool import ModelPool
+from thinker.services.datasets import DatasetService
+from thinker.services.imports import Imports
+from thinker.settings import Settings
+from thinker.store import engine_for, migrate, session_factory
 
 
 @dataclass
@@ -24,35 +28,47 @@ class Platform:
     engine: AsyncEngine
     sessions: async_sessionmaker[Any]
     sio: socketio.AsyncServer
-    hub: EventHub = field(init=False)
-    jobs: JobManager = field(init=False)
-    pool: ModelPool = field(init=False)
+    datasets: DatasetService
+    hub: EventHub
+    pool: ModelPool
+    imports: Imports
+    jobs: JobManager
 
     @classmethod
     async def start(cls, settings: Settings, sio: socketio.AsyncServer) -> Platform:
         """Create the data directory, migrate the database, then start the job machinery."""
-        from thinker.jobs.manager import JobManager
-        from thinker.server.datasets import register_examples
-        from thinker.server.events import EventHub
-        from thinker.server.pool import ModelPool
-
         for directory in (settings.data_dir, settings.runs_dir, settings.datasets_dir):
             directory.mkdir(parents=True, exist_ok=True)
-        url = settings.database_url
-        engine = make_engine(url.get_secret_value() if url else sqlite_url(settings.data_dir))
+        engine = engine_for(settings)
         await migrate(engine)
-        platform = cls(settings, engine, session_factory(engine), sio)
+        sessions = session_factory(engine)
+        datasets = DatasetService(settings, sessions)
         if settings.register_examples:
-            await register_examples(platform)
-        platform.hub = EventHub(platform)
-        platform.hub.start()
-        platform.pool = ModelPool(platform)
-        platform.jobs = JobManager(platform)
-        await platform.jobs.start()
+            await datasets.register_examples()
+        hub = EventHub(sio, sessions, settings.runs_dir)
+        hub.start()
+        pool = ModelPool(settings, sessions)
+
+        async def emit_import(record: dict[str, Any]) -> None:
+            await sio.emit(IMPORT_EVENT, record, room=IMPORTS_ROOM)
+
+        jobs = JobManager(
+            settings,
+            sessions,
+            sink=hub,
+            executor=LocalExecutor(settings.worker_nice, settings.max_cpu_jobs),
+            dataset_path=datasets.path,
+            forget_models=pool.forget_all,
+        )
+        imports = Imports(datasets, emit_import)
+        platform = cls(settings, engine, sessions, sio, datasets, hub, pool, imports, jobs)
+        await jobs.start()
         return platform
 
     async def stop(self) -> None:
-        """Stop watching workers (they keep running: a restart reattaches) and close up."""
+        """Stop the imports (a running one stops at its next batch, keeping nothing) and the
+        watch on workers (they keep running: a restart reattaches), then close up."""
+        await self.imports.stop()
         await self.jobs.stop()
         await self.hub.stop()
         await self.pool.close()

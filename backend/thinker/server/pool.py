@@ -26,10 +26,12 @@ import torch
 from sqlalchemy import select
 from tinker import types
 
+from thinker.engine import ServiceClient
 from thinker.engine.local.checkpoints import STATE_FILE
 from thinker.engine.local.models import BUILTIN_CONFIGS
 from thinker.engine.local.sampling import LocalSamplingClient
 from thinker.engine.local.scheduler import DecodeScheduler
+from thinker.engine.local.service import LocalServiceClient
 from thinker.engine.local.training import ADAPTER_FILE
 from thinker.errors import (
     BackendError,
@@ -39,13 +41,14 @@ from thinker.errors import (
     NotFoundError,
 )
 from thinker.renderers import Message, Renderer, renderer_for
+from thinker.secrets import read_secret
 from thinker.store import Job, Model
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
     from transformers import PreTrainedTokenizerBase
 
-    from thinker.server.platform import Platform
-    from thinker.server.settings import Settings
+    from thinker.settings import Settings
 
 StopReason = Literal["stop", "length"]
 _END = object()  # marks the end of a token stream on its queue
@@ -293,9 +296,10 @@ class TextAssembler:
 class ModelPool:
     """Loaded sampling clients, at most `settings.model_pool_size`, least recently used out."""
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.size = platform.settings.model_pool_size
+    def __init__(self, settings: Settings, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.size = settings.model_pool_size
         self.loads = 0  # models loaded so far (a shared load counts once)
         self._loaded: OrderedDict[str, LoadedModel] = OrderedDict()  # oldest use first
         self._loading: dict[str, asyncio.Task[LoadedModel]] = {}
@@ -340,6 +344,11 @@ class ModelPool:
         """Drop a loaded model (e.g. its row was deleted): the next request resolves it anew."""
         self._loaded.pop(reference, None)
 
+    def forget_all(self, references: list[str]) -> None:
+        """`forget` each of `references` (the models deleted with a job)."""
+        for reference in references:
+            self.forget(reference)
+
     async def close(self) -> None:
         """Wait for loads in flight (their threads cannot be stopped), stop every decode at its
         next step, then drop every model."""
@@ -352,7 +361,7 @@ class ModelPool:
     async def _load(self, reference: str) -> LoadedModel:
         try:
             ref = await self.resolve(reference)
-            settings = self.platform.settings
+            settings = self.settings
             client = await asyncio.to_thread(_loaded_client, ref, settings)
             loaded = await asyncio.to_thread(  # tokenizers load too
                 LoadedModel, ref, client, settings.sample_batch_rows, settings.sample_queue_size
@@ -367,7 +376,7 @@ class ModelPool:
         return loaded
 
     async def _model_row(self, model_id: str) -> ModelRef:
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             row = await session.get(Model, model_id)
             job = await session.get(Job, row.job_id) if row is not None else None
         if row is None:
@@ -385,7 +394,7 @@ class ModelPool:
     async def _is_jobs_base_model(self, name: str) -> bool:
         # Only names a job was created with: a request alone never makes the server fetch a
         # hub model or read a path.
-        async with self.platform.sessions() as session:
+        async with self.sessions() as session:
             found = await session.scalar(select(Job.id).where(Job.base_model == name).limit(1))
         return found is not None
 
@@ -422,8 +431,6 @@ def _sampling_client(ref: ModelRef, settings: Settings) -> Any:
     """A new sampling client for `ref` (blocking: called on a worker thread)."""
     if ref.backend == "tinker":
         return _tinker_sampling_client(ref, settings)
-    from thinker.engine.local.service import LocalServiceClient
-
     if ref.sampler_path is None:
         return LocalServiceClient().create_sampling_client(base_model=ref.base_model).result()
     # A job's local engine keeps its checkpoints in the job's run directory.
@@ -432,9 +439,6 @@ def _sampling_client(ref: ModelRef, settings: Settings) -> Any:
 
 
 def _tinker_sampling_client(ref: ModelRef, settings: Settings) -> Any:
-    from thinker.engine import ServiceClient
-    from thinker.server.secrets import read_secret
-
     key = read_secret(settings, "tinker_api_key")
     if not key and not os.environ.get("TINKER_API_KEY"):
         raise BackendError(

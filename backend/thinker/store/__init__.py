@@ -1,6 +1,13 @@
 """Storage: SQLAlchemy tables and Alembic migrations (SQLite by default, PostgreSQL by URL)."""
 
-from thinker.store.db import make_engine, migrate, session_factory, sqlite_url
+from thinker.store.db import (
+    engine_for,
+    make_engine,
+    migrate,
+    open_database,
+    session_factory,
+    sqlite_url,
+)
 from thinker.store.tables import ApiToken, Base, Dataset, Job, Model, Setting, new_id, now
 
 __all__ = [
@@ -10,10 +17,12 @@ __all__ = [
     "Job",
     "Model",
     "Setting",
+    "engine_for",
     "make_engine",
     "migrate",
     "new_id",
     "now",
+    "open_database",
     "session_factory",
     "sqlite_url",
 ]

@@ -7,6 +7,8 @@ newer server upgrades an older data directory in place.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,28 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
+from thinker.settings import Settings
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def engine_for(settings: Settings) -> AsyncEngine:
+    """The engine of the settings' database: `database_url`, else SQLite in `data_dir`."""
+    url = settings.database_url
+    return make_engine(url.get_secret_value() if url else sqlite_url(settings.data_dir))
+
+
+@asynccontextmanager
+async def open_database(settings: Settings) -> AsyncIterator[async_sessionmaker[Any]]:
+    """The settings' database, migrated, for one command of the CLI (no server running):
+    its data directory made, then a session factory; the engine is disposed of after."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = engine_for(settings)
+    try:
+        await migrate(engine)
+        yield session_factory(engine)
+    finally:
+        await engine.dispose()
 
 
 def sqlite_url(data_dir: Path) -> str:

@@ -789,8 +789,7 @@ export interface components {
         Body_create_dataset: {
             /** File */
             file: string;
-            /** Kind */
-            kind?: ("chat" | "prompt_completion" | "preferences" | "problems") | null;
+            kind?: components["schemas"]["DatasetKind"] | null;
             /**
              * Mapping
              * @description JSON object, e.g. {"prompt": "question", "completion": "answer"}
@@ -805,8 +804,7 @@ export interface components {
         Body_detect_dataset: {
             /** File */
             file: string;
-            /** Kind */
-            kind?: ("chat" | "prompt_completion" | "preferences" | "problems") | null;
+            kind?: components["schemas"]["DatasetKind"] | null;
             /**
              * Mapping
              * @description JSON object, e.g. {"prompt": "question", "completion": "answer"}
@@ -867,12 +865,32 @@ export interface components {
              */
             role: "system" | "developer" | "user" | "assistant";
         };
+        /** CheckpointPublic */
+        CheckpointPublic: {
+            /** Micro Batch Size */
+            micro_batch_size?: number | null;
+            /** Name */
+            name: string;
+            /** Reference Path */
+            reference_path?: string | null;
+            /** Sampler Path */
+            sampler_path?: string | null;
+            /** Stage */
+            stage?: string | null;
+            /** State Path */
+            state_path: string;
+            /** Step */
+            step: number;
+            /**
+             * Time
+             * @default 0
+             */
+            time: number;
+        };
         /** CheckpointsPublic */
         CheckpointsPublic: {
             /** Data */
-            data: {
-                [key: string]: unknown;
-            }[];
+            data: components["schemas"]["CheckpointPublic"][];
         };
         /** DatasetDetail */
         DatasetDetail: {
@@ -889,11 +907,7 @@ export interface components {
             id: string;
             /** Jobs */
             jobs: components["schemas"]["DatasetJob"][];
-            /**
-             * Kind
-             * @enum {string}
-             */
-            kind: "chat" | "prompt_completion" | "preferences" | "problems";
+            kind: components["schemas"]["DatasetKind"];
             /** Mapping */
             mapping: {
                 [key: string]: string;
@@ -930,8 +944,7 @@ export interface components {
         DatasetImportCreate: {
             /** Config */
             config?: string | null;
-            /** Kind */
-            kind?: ("chat" | "prompt_completion" | "preferences" | "problems") | null;
+            kind?: components["schemas"]["DatasetKind"] | null;
             /** Limit */
             limit?: number | null;
             /** Mapping */
@@ -994,6 +1007,12 @@ export interface components {
             /** State */
             state: string;
         };
+        /**
+         * DatasetKind
+         * @description What each row of a dataset is.
+         * @enum {string}
+         */
+        DatasetKind: "chat" | "prompt_completion" | "preferences" | "problems";
         /** DatasetModel */
         DatasetModel: {
             /** Id */
@@ -1046,11 +1065,7 @@ export interface components {
             filename: string;
             /** Id */
             id: string;
-            /**
-             * Kind
-             * @enum {string}
-             */
-            kind: "chat" | "prompt_completion" | "preferences" | "problems";
+            kind: components["schemas"]["DatasetKind"];
             /** Mapping */
             mapping: {
                 [key: string]: string;
@@ -1158,8 +1173,7 @@ export interface components {
             }[];
             /** Delete */
             delete?: number[];
-            /** Kind */
-            kind?: ("chat" | "prompt_completion" | "preferences" | "problems") | null;
+            kind?: components["schemas"]["DatasetKind"] | null;
             /** Mapping */
             mapping?: {
                 [key: string]: string;
@@ -1189,8 +1203,7 @@ export interface components {
              * @enum {string}
              */
             format: "jsonl" | "json" | "csv" | "parquet";
-            /** Kind */
-            kind: ("chat" | "prompt_completion" | "preferences" | "problems") | null;
+            kind: components["schemas"]["DatasetKind"] | null;
             /** Mapping */
             mapping: {
                 [key: string]: string;
@@ -1211,8 +1224,7 @@ export interface components {
              * @enum {string}
              */
             format: "jsonl" | "json" | "csv" | "parquet";
-            /** Kind */
-            kind: ("chat" | "prompt_completion" | "preferences" | "problems") | null;
+            kind: components["schemas"]["DatasetKind"] | null;
             /** Mapping */
             mapping: {
                 [key: string]: string;
@@ -2075,7 +2087,7 @@ export interface operations {
     read_datasets: {
         parameters: {
             query?: {
-                kind?: ("chat" | "prompt_completion" | "preferences" | "problems") | null;
+                kind?: components["schemas"]["DatasetKind"] | null;
                 /** @description rows to skip */
                 offset?: number;
                 limit?: number;

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from thinker.errors import CheckpointError, DamagedError
-from thinker.runs import is_disk_full, nearly_full, no_space_left
+from thinker.files import is_disk_full, nearly_full, no_space_left
 
 SCHEME = "thinker://"
 STATE_FILE = "thinker_checkpoint.json"

@@ -51,7 +51,7 @@ def inspect_model(name: str) -> ModelFacts:
 def cached_hub_models() -> list[str]:
     """Hub models in the local Hugging Face cache that have a config.json."""
     try:
-        from huggingface_hub import scan_cache_dir
+        from huggingface_hub import scan_cache_dir  # deferred: only the model list needs it
 
         info = scan_cache_dir()
     except Exception:  # noqa: BLE001 - no cache directory yet, or one we cannot read
@@ -81,6 +81,7 @@ def _directory_config(path: Path) -> PretrainedConfig:
 
 
 def _hub_config(name: str) -> PretrainedConfig:
+    # Deferred: the hub client's errors, only when a hub id is looked up.
     from huggingface_hub.errors import (
         GatedRepoError,
         LocalEntryNotFoundError,

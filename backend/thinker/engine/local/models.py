@@ -202,7 +202,7 @@ def compile_layers(model: PreTrainedModel) -> None:
     layers = getattr(model.get_decoder(), "layers", None)
     if not isinstance(layers, torch.nn.ModuleList):
         return
-    import torch._dynamo.config as dynamo_config
+    import torch._dynamo.config as dynamo_config  # deferred: loads dynamo, CUDA only
 
     dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, RECOMPILE_LIMIT)
     dynamo_config.accumulated_recompile_limit = max(
@@ -319,7 +319,7 @@ def _from_pretrained(name: str, placement: Placement) -> PreTrainedModel:
         "trust_remote_code": trust_remote_code(),
     }
     if placement.quantization == "4bit":
-        from transformers import BitsAndBytesConfig
+        from transformers import BitsAndBytesConfig  # deferred: loads bitsandbytes (QLoRA)
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True,

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from thinker.data.hf_import import NAME_PART, HubRequest, HubSourceError, resolve_server_source
-from thinker.server import imports
-from thinker.server.datasets import NAME_CHARS, DatasetKindName
+from thinker.data.kinds import DatasetKind
+from thinker.dataprep.hf_import import NAME_PART, HubRequest, HubSourceError, resolve_server_source
+from thinker.names import Name
 from thinker.server.deps import PlatformDep
-from thinker.server.limits import Name
+from thinker.services import imports
+from thinker.services.datasets import NAME_CHARS
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -23,8 +24,8 @@ NamePart = Annotated[str, Field(pattern=f"^{NAME_PART.pattern}$")]
 FieldName = Annotated[str, Field(min_length=1, max_length=200)]
 
 
-def _imports(request: Request) -> imports.Imports:
-    return imports.get_imports(request.app)
+def _imports(platform: PlatformDep) -> imports.Imports:
+    return platform.imports
 
 
 ImportsDep = Annotated[imports.Imports, Depends(_imports)]
@@ -41,7 +42,7 @@ class DatasetImportCreate(BaseModel):
     limit: int | None = Field(None, ge=1)  # at most this many rows in all
     mapping: dict[FieldName, FieldName] | None = Field(None, max_length=20)  # canonical: source
     name: Name | None = Field(None, max_length=NAME_CHARS)  # default: source:config/split
-    kind: DatasetKindName | None = None  # default: detected from the rows
+    kind: DatasetKind | None = None  # default: detected from the rows
 
 
 class DatasetImportPublic(BaseModel):
@@ -73,7 +74,7 @@ async def import_dataset(
     if body.limit is not None and body.limit > settings.max_rows:
         raise HubSourceError(f"limit is over {settings.max_rows}, the most rows a dataset holds")
     request = HubRequest(
-        source=resolve_server_source(body.source, imports.imports_dir(settings)),
+        source=resolve_server_source(body.source, settings.imports_dir),
         config=body.config,
         split=None if body.split == "all" else body.split,
         revision=body.revision,

@@ -15,16 +15,16 @@ from pydantic import BaseModel, JsonValue
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from thinker.data import stats
-from thinker.data.stats import DatasetStats, PreviewRow, RenderOptions
+from thinker.dataprep import stats
+from thinker.dataprep.stats import DatasetStats, PreviewRow, RenderOptions
 from thinker.engine.local.models import BUILTIN_CONFIGS
 from thinker.errors import ConfigError, NotFoundError
 from thinker.renderers import TrainOnWhat
-from thinker.server import datasets
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.server.limits import Offset
 from thinker.server.platform import Platform
 from thinker.server.routes.datasets import DAMAGED
+from thinker.services import datasets
 from thinker.store import Job
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
@@ -76,7 +76,7 @@ async def read_dataset_preview(
     """Rows of a dataset from `offset`, as stored and rendered with trained tokens marked."""
     dataset = await datasets.get_dataset(session, dataset_id)
     options = await _options(platform, session, base_model, renderer, train_on_what, max_length)
-    path = datasets.stored_file(platform.settings, dataset)
+    path = platform.datasets.stored_file(dataset)
     rows = await datasets.preview_rows(path, offset, limit)
     numbered = [(offset + i + 1, row) for i, row in enumerate(rows)]
     rendering, rendered = await asyncio.to_thread(_render, numbered, dataset.kind, options)
@@ -108,7 +108,7 @@ async def read_dataset_stats(
     """Token statistics of a whole dataset rendered for training (computed once, then cached)."""
     dataset = await datasets.get_dataset(session, dataset_id)
     options = await _options(platform, session, base_model, renderer, train_on_what, max_length)
-    path = datasets.stored_file(platform.settings, dataset)
+    path = platform.datasets.stored_file(dataset)
     return await asyncio.to_thread(stats.cached_stats, path, dataset.kind, options)
 
 

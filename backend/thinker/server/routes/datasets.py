@@ -17,17 +17,15 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from starlette.types import Message, Receive
 
-from thinker.data import detect
 from thinker.data.formats import Format
-from thinker.server import datasets
-from thinker.server.datasets import (
-    MIB,
-    DatasetKindName,
-    UploadTooLarge,
-    too_large_message,
-)
+from thinker.data.kinds import DatasetKind
+from thinker.dataprep import detect
+from thinker.names import Name
 from thinker.server.deps import PlatformDep, SessionDep, require_token
-from thinker.server.limits import Name, Offset, json_problems, limit_error, too_deep
+from thinker.server.limits import Offset, json_problems, limit_error, too_deep
+from thinker.services import datasets
+from thinker.services.dataset_files import detect_and_validate
+from thinker.services.datasets import MIB, UploadTooLarge, too_large_message
 
 # Room for the multipart headers and the form fields around the file; the file
 # itself is held to the exact limit as it is copied.
@@ -88,7 +86,7 @@ class DatasetPublic(BaseModel):
 
     id: str
     name: str
-    kind: DatasetKindName
+    kind: DatasetKind
     source_format: Format  # the uploaded file's format; what is stored is always JSONL
     filename: str  # as uploaded; a label
     num_rows: int
@@ -143,7 +141,7 @@ class DatasetVersionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name | None = Field(None, max_length=datasets.NAME_CHARS)  # default: the parent's
-    kind: DatasetKindName | None = None  # default: the parent's
+    kind: DatasetKind | None = None  # default: the parent's
     mapping: dict[str, str] | None = None  # applied to every row (same language as uploads)
     delete: list[int] = Field(default_factory=list, max_length=100_000)
     replace: dict[int, dict[str, JsonValue]] = Field(default_factory=dict)
@@ -173,7 +171,7 @@ class ValidationPublic(BaseModel):
 
 class DetectionBase(BaseModel):
     format: Format
-    kind: DatasetKindName | None  # None = cannot tell
+    kind: DatasetKind | None  # None = cannot tell
     mapping: dict[str, str]  # proposed: canonical field -> source expression
     fields: list[str]  # source fields, in first-seen order
     suggestions: list[str]  # guesses to confirm, and why the file does not fit a kind
@@ -232,15 +230,15 @@ async def create_dataset(
     platform: PlatformDep,
     file: UploadFile,
     name: Annotated[Name | None, Form(max_length=datasets.NAME_CHARS)] = None,
-    kind: Annotated[DatasetKindName | None, Form()] = None,
+    kind: Annotated[DatasetKind | None, Form()] = None,
     mapping: MappingForm = None,
     parent_id: Annotated[str | None, Form(max_length=32)] = None,
 ) -> DatasetPublic:
     """Upload a JSONL, JSON, CSV or Parquet file as a dataset (or, with `parent_id`, as the next
     version of one); every row is mapped and checked."""
     fields = _mapping(mapping)
-    dataset = await datasets.store_upload(
-        platform, file.file, file.filename, name, kind, fields, parent_id
+    dataset = await platform.datasets.store_upload(
+        file.file, file.filename, name, kind, fields, parent_id
     )
     return DatasetPublic.model_validate(dataset)
 
@@ -260,7 +258,7 @@ async def create_dataset_version(
         replace=dict(body.replace),
         append=list(body.append),
     )
-    dataset = await datasets.new_version(platform, dataset_id, edit, body.name, body.kind)
+    dataset = await platform.datasets.new_version(dataset_id, edit, body.name, body.kind)
     return DatasetPublic.model_validate(dataset)
 
 
@@ -268,14 +266,14 @@ async def create_dataset_version(
 async def detect_dataset(
     platform: PlatformDep,
     file: UploadFile,
-    kind: Annotated[DatasetKindName | None, Form()] = None,
+    kind: Annotated[DatasetKind | None, Form()] = None,
     mapping: MappingForm = None,
 ) -> DetectionPublic:
     """Detect a file's format, kind and field mapping, and validate it whole; stores nothing."""
     fields = _mapping(mapping)
-    async with datasets.received(platform.settings, file.file) as raw:
+    async with platform.datasets.received(file.file) as raw:
         found, checked = await asyncio.to_thread(
-            datasets.detect_and_validate, raw, file.filename, kind, fields, platform.settings
+            detect_and_validate, raw, file.filename, kind, fields, platform.settings
         )
     return DetectionPublic(**asdict(found), validation=ValidationPublic(**checked))
 
@@ -283,7 +281,7 @@ async def detect_dataset(
 @router.get("")
 async def read_datasets(
     session: SessionDep,
-    kind: DatasetKindName | None = None,
+    kind: DatasetKind | None = None,
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> DatasetsPublic:
@@ -313,7 +311,7 @@ async def download_dataset(
 ) -> FileResponse:
     """The stored dataset as JSONL (one object a line)."""
     dataset = await datasets.get_dataset(session, dataset_id)
-    path = datasets.stored_file(platform.settings, dataset)
+    path = platform.datasets.stored_file(dataset)
     filename = (re.sub(r"[^A-Za-z0-9._-]+", "_", dataset.name).strip("._") or dataset.id) + ".jsonl"
     return FileResponse(path, media_type="application/x-ndjson", filename=filename)
 
@@ -325,4 +323,4 @@ async def download_dataset(
 )
 async def delete_dataset(platform: PlatformDep, dataset_id: str) -> None:
     """Delete a dataset and its file; refused (409) while an unfinished job reads it."""
-    await datasets.remove_dataset(platform, dataset_id)
+    await platform.datasets.remove(dataset_id)

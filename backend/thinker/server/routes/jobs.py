@@ -16,12 +16,12 @@ from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rl_config import RLConfig
 from thinker.algorithms.sl_config import SLConfig
 from thinker.errors import NotFoundError
+from thinker.files import read_jsonl
 from thinker.jobs.events import read_events
 from thinker.jobs.manager import heartbeat_age
-from thinker.jobs.worker import LOG_FILE
-from thinker.runs import CHECKPOINTS_FILE, read_jsonl
+from thinker.names import Name
+from thinker.runs import CheckpointRecord
 from thinker.server.deps import PlatformDep, SessionDep
-from thinker.server.limits import Name
 from thinker.server.platform import Platform
 from thinker.store import Job
 
@@ -178,8 +178,12 @@ class RolloutsPublic(BaseModel):
     data: list[dict[str, Any]]  # per problem: prompt, answer, completions, rewards, advantages
 
 
+class CheckpointPublic(CheckpointRecord):
+    stage: str | None = None  # rlhf: the stage that saved it (sl, rm, rl)
+
+
 class CheckpointsPublic(BaseModel):
-    data: list[dict[str, Any]]  # checkpoints.jsonl rows (rlhf: each stage's, with "stage")
+    data: list[CheckpointPublic]  # checkpoints.jsonl rows (rlhf: each stage's, with "stage")
 
 
 def _public(job: Job, platform: Platform) -> JobPublic:
@@ -334,8 +338,7 @@ async def read_job_logs(
 ) -> JobLogs:
     """The last lines of the worker's log."""
     await platform.jobs.get(job_id)
-    path = platform.jobs.run_dir(job_id) / LOG_FILE
-    text = await asyncio.to_thread(_read_text, path)
+    text = await asyncio.to_thread(_read_text, platform.jobs.run_dir(job_id).log)
     lines = text.splitlines()
     return JobLogs(lines=lines[-tail:], total_lines=len(lines))
 
@@ -350,7 +353,7 @@ async def read_job_events(
     """The job's numbered events after `after_seq` (what Socket.IO replays)."""
     job = await platform.jobs.get(job_id)
     events = await asyncio.to_thread(
-        read_events, platform.jobs.run_dir(job_id), after_seq, job.last_seq
+        read_events, platform.jobs.run_dir(job_id).path, after_seq, job.last_seq
     )
     return JobEvents(data=events[:limit], last_seq=job.last_seq)
 
@@ -358,12 +361,9 @@ async def read_job_events(
 @router.get("/{job_id}/checkpoints")
 async def read_job_checkpoints(job_id: str, platform: PlatformDep) -> CheckpointsPublic:
     """Every checkpoint the job saved (state and sampler paths, step)."""
-    await platform.jobs.get(job_id)
-    run_dir = platform.jobs.run_dir(job_id)
-    rows = await asyncio.to_thread(read_jsonl, run_dir / CHECKPOINTS_FILE)
-    for stage in ("sl", "rm", "rl"):  # rlhf keeps one file per stage
-        staged = await asyncio.to_thread(read_jsonl, run_dir / stage / CHECKPOINTS_FILE)
-        rows += [{**r, "stage": stage} for r in staged]
+    job = await platform.jobs.get(job_id)
+    records = await asyncio.to_thread(platform.jobs.checkpoints, job)
+    rows = [CheckpointPublic(**r.model_dump(), stage=stage) for stage, r in records]
     return CheckpointsPublic(data=rows)
 
 
@@ -374,9 +374,7 @@ async def read_job_rollouts(
     """An RL job's rollouts of one step (default: the latest): each group's completions,
     rewards and advantages."""
     job = await platform.jobs.get(job_id)
-    run_dir = platform.jobs.run_dir(job_id)
-    directory = run_dir / ("rl" if job.algorithm == "rlhf" else "") / "rollouts"
-    files = {int(f.stem.removeprefix("step_")): f for f in directory.glob("step_*.jsonl")}
+    files = await asyncio.to_thread(platform.jobs.rollout_files, job)
     steps = sorted(files)
     shown = step if step is not None else (steps[-1] if steps else None)
     if shown is not None and shown not in files:

@@ -11,10 +11,10 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from thinker.server import models_service as service
+from thinker.names import Name
 from thinker.server.deps import PlatformDep, SessionDep
-from thinker.server.limits import Name
 from thinker.server.platform import Platform
+from thinker.services import models as service
 from thinker.store import Model
 
 router = APIRouter(prefix="/models", tags=["models"])

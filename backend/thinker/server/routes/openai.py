@@ -33,9 +33,9 @@ from thinker.errors import (
     StorageError,
     ThinkerError,
 )
+from thinker.names import Name
 from thinker.renderers import Message
 from thinker.server.deps import PlatformDep, SessionDep
-from thinker.server.limits import Name
 from thinker.server.pool import ContextLengthError, Prompt, StreamEvent
 from thinker.server.routes.sampling import (
     CLIENT_CLOSED,

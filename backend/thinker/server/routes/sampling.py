@@ -12,9 +12,9 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from tinker import types
 
+from thinker.names import Name
 from thinker.renderers import Message
 from thinker.server.deps import PlatformDep
-from thinker.server.limits import Name
 from thinker.server.pool import LoadedModel, Prompt, Samples, StreamEvent
 
 router = APIRouter(prefix="/sample", tags=["sampling"])

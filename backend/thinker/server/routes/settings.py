@@ -8,9 +8,9 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from thinker.errors import ConfigError
+from thinker.files import storage_guard
+from thinker.secrets import delete_secret, read_secret, write_secret
 from thinker.server.deps import PlatformDep
-from thinker.server.limits import storage_guard
-from thinker.server.secrets import delete_secret, read_secret, write_secret
 
 router = APIRouter(prefix="/settings", tags=["settings"])
 

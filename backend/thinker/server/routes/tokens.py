@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from thinker.server import tokens
 from thinker.server.deps import PlatformDep, SessionDep
+from thinker.services import tokens
 from thinker.store import ApiToken
 
 router = APIRouter(prefix="/tokens", tags=["tokens"])

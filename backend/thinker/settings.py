@@ -1,4 +1,5 @@
-"""The server's settings, read once from the environment (`THINKER_*`) or given by a test."""
+"""Thinker's settings, read once from the environment (`THINKER_*`) or given by a test: the
+data directory and the limits every part reads (server, job manager, services, CLI)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,11 @@ class Settings(BaseSettings):
     @property
     def datasets_dir(self) -> Path:
         return self.data_dir / "datasets"
+
+    @property
+    def imports_dir(self) -> Path:
+        """The only directory the API imports local datasets from."""
+        return self.data_dir / "imports"
 
     @property
     def secrets_dir(self) -> Path:

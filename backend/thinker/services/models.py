@@ -35,9 +35,9 @@ from thinker.engine.local import checkpoints
 from thinker.engine.local.models import Placement, load_base_model, load_tokenizer
 from thinker.engine.local.training import ADAPTER_FILE
 from thinker.errors import ConflictError, NotFoundError, StorageError
+from thinker.files import is_disk_full, nearly_full, no_space_left
 from thinker.jobs.start import local_checkpoint
-from thinker.runs import is_disk_full, nearly_full, no_space_left
-from thinker.server.settings import Settings
+from thinker.settings import Settings
 from thinker.store import Dataset, Job, Model
 
 Lifecycle = Literal["active", "deprecated", "archived"]

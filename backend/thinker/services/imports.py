@@ -1,14 +1,13 @@
-"""Hugging Face imports on the server: each one an asyncio task (the blocking reading in a
-thread), its progress kept in memory and sent as Socket.IO events.
+"""Hugging Face imports: the whole import (`import_dataset`), and imports in the background.
 
-`import_dataset` is the whole import (read the rows into a temporary JSONL in the datasets
-directory, propose a mapping, store them with `store_file`, delete the temporary file); the
-CLI runs it too. `Imports` runs it in the background for `POST /api/datasets/import`.
-
-Events: a client emits `join_imports` and then receives `dataset_import` (the same object as
-`GET /api/datasets/imports/{id}`) in the room `imports`: when an import starts, about every
-`REPORT_INTERVAL_S` while it reads, and when it ends. Import records live in the server's
-memory only: an import running when the server stops is lost (nothing half-stored remains).
+`import_dataset` reads the rows into a temporary JSONL in the datasets directory, proposes a
+mapping, stores them with `DatasetService.store_file` and deletes the temporary file; `thinker
+datasets import` runs it in the foreground. `Imports` runs it in the background for `POST
+/api/datasets/import`, each import an asyncio task (the blocking reading in a thread), its
+record kept in memory and sent to `emit` when the import starts, about every
+`REPORT_INTERVAL_S` while it reads, and when it ends (the server sends these as Socket.IO
+events). Import records live in the process's memory only: an import running when the server
+stops is lost (nothing half-stored remains).
 
 The token is an argument of the task's coroutine and nothing else: no record, event, log line
 or database row holds it.
@@ -21,28 +20,20 @@ import re
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Coroutine
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import socketio
-
-from thinker.data.hf_import import HubRequest, Proposal, fetch_rows, propose_mapping, redact
+from thinker.dataprep.hf_import import HubRequest, Proposal, fetch_rows, propose_mapping, redact
 from thinker.errors import ConflictError, NotFoundError, ThinkerError
-from thinker.server.limits import storage_guard
-from thinker.server.settings import Settings
-from thinker.store import make_engine, migrate, new_id, session_factory, sqlite_url
+from thinker.files import storage_guard
+from thinker.services.datasets import DatasetService
+from thinker.store import new_id
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
-
-    from thinker.server.platform import Platform
     from thinker.store import Dataset
 
-IMPORTS_ROOM = "imports"
-EVENT = "dataset_import"
 REPORT_INTERVAL_S = 0.25  # progress events at most this often per import
 MAX_RUNNING = 2  # imports at once: each holds a thread and the network
 KEPT_RECORDS = 200  # finished imports remembered for GET (oldest forgotten first)
@@ -63,7 +54,7 @@ class ImportObserver(Protocol):
 
 
 async def import_dataset(
-    platform: Platform,
+    datasets: DatasetService,
     request: HubRequest,
     *,
     token: str | None,
@@ -80,9 +71,7 @@ async def import_dataset(
             reach (each a subclass, the message says what to do).
         DatasetError: A row does not fit the kind (`errors` / `error_count` list them).
     """
-    from thinker.server.datasets import store_file
-
-    settings = platform.settings
+    settings = datasets.settings
     temp = settings.datasets_dir / f".import-{secrets.token_hex(8)}.jsonl"
     progress = observer.progress if observer is not None else None
     try:
@@ -100,8 +89,7 @@ async def import_dataset(
         if observer is not None:
             observer.proposed(proposal)
         label = default_name(request)
-        return await store_file(
-            platform,
+        return await datasets.store_file(
             temp,
             filename=_filename(label),
             name=(name or "").strip()[:NAME_CHARS] or label,
@@ -124,26 +112,6 @@ def default_name(request: HubRequest) -> str:
 def _filename(label: str) -> str:
     # A label for the dataset's `filename` column; `.jsonl` tells the store its format.
     return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.")[:200] + ".jsonl"
-
-
-@asynccontextmanager
-async def cli_platform(settings: Settings) -> AsyncIterator[Platform]:
-    """The platform's database and directories for a CLI command (no jobs, no server).
-
-    Opened as `thinker token` does; the Socket.IO server is a bare, unserved one, because
-    storing a dataset uses only the settings and the database.
-    """
-    from thinker.server.platform import Platform
-
-    for directory in (settings.data_dir, settings.datasets_dir):
-        directory.mkdir(parents=True, exist_ok=True)
-    url = settings.database_url
-    engine = make_engine(url.get_secret_value() if url else sqlite_url(settings.data_dir))
-    try:
-        await migrate(engine)
-        yield Platform(settings, engine, session_factory(engine), socketio.AsyncServer())
-    finally:
-        await engine.dispose()
 
 
 # ---- imports in the background -----------------------------------------------------------
@@ -182,9 +150,10 @@ class ImportRecord:
 
 @dataclass
 class Imports:
-    """The imports of one server process."""
+    """The imports of one server process; `emit` sends a record to the clients watching."""
 
-    platform: Platform
+    datasets: DatasetService
+    emit: Callable[[dict[str, Any]], Awaitable[None]]
     records: OrderedDict[str, ImportRecord] = field(default_factory=OrderedDict)
     _tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -210,7 +179,7 @@ class Imports:
         record = ImportRecord(new_id("imp"), request.label)
         self._remember(record)
         work = import_dataset(
-            self.platform,
+            self.datasets,
             request,
             token=token,
             name=name,
@@ -272,7 +241,7 @@ class Imports:
                 last = now
 
     async def _emit(self, record: ImportRecord) -> None:
-        await self.platform.sio.emit(EVENT, record.public(), room=IMPORTS_ROOM)
+        await self.emit(record.public())
 
     def _remember(self, record: ImportRecord) -> None:
         self.records[record.import_id] = record
@@ -290,40 +259,3 @@ def _fail(record: ImportRecord, error: Exception, token: str | None, prefix: str
     if isinstance(errors, list) and errors:
         record.errors = errors
         record.error_count = int(getattr(error, "error_count", len(errors)))
-
-
-def get_imports(app: FastAPI) -> Imports:
-    """The app's imports, made on first use (one per app, like its platform)."""
-    imports: Imports | None = getattr(app.state, "imports", None)
-    if imports is None:
-        imports = app.state.imports = Imports(app.state.platform)
-    return imports
-
-
-async def stop_imports(app: FastAPI) -> None:
-    """Stop the app's running imports, if any (the lifespan calls it on shutdown)."""
-    imports: Imports | None = getattr(app.state, "imports", None)
-    if imports is not None:
-        await imports.stop()
-
-
-def register_import_handlers(sio: socketio.AsyncServer) -> None:
-    """`join_imports` / `leave_imports`: enter or leave the room of `dataset_import` events.
-
-    The connection itself is checked by the `connect` handler of `thinker.server.events`.
-    """
-
-    @sio.event
-    async def join_imports(sid: str, data: Any = None) -> dict[str, Any]:
-        await sio.enter_room(sid, IMPORTS_ROOM)
-        return {"ok": True}
-
-    @sio.event
-    async def leave_imports(sid: str, data: Any = None) -> dict[str, Any]:
-        await sio.leave_room(sid, IMPORTS_ROOM)
-        return {"ok": True}
-
-
-def imports_dir(settings: Settings) -> Path:
-    """The only directory the API imports local datasets from."""
-    return settings.data_dir / "imports"

@@ -17,26 +17,24 @@ a Thinker dataset is text.
 The token is handed to the hub library only. It is never written anywhere, and every message
 built from a library error has it blanked out.
 
-`thinker datasets import` (`import_main`) runs this and stores the rows like the server does.
+`thinker datasets import` (thinker.cli.datasets) and the server both store the rows through
+`thinker.services.imports`.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import datetime as dt
 import json
-import os
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from thinker.dataprep.detect import detect_file
 from thinker.errors import DatasetError
 
 if TYPE_CHECKING:
@@ -211,6 +209,7 @@ def fetch_rows(
     Raises:
         HubImportError: One of its subclasses, with what to do in the message.
     """
+    # Deferred: `datasets` imports pyarrow and pandas, seconds that only an import needs.
     from datasets import disable_progress_bars
 
     disable_progress_bars()  # ours is the one bar (CLI) or the Socket.IO events (server)
@@ -229,6 +228,7 @@ def _open_splits(request: HubRequest, token: str | None) -> tuple[str | None, di
     if isinstance(source, Path) and _is_saved(source):
         return None, _saved_splits(source, request)
     config = _pick_config(request, token)
+    # Deferred (see fetch_rows): `datasets` loads only when an import runs.
     from datasets import load_dataset
 
     opened = load_dataset(
@@ -243,6 +243,7 @@ def _is_saved(path: Path) -> bool:
 
 def _saved_splits(path: Path, request: HubRequest) -> dict[str, object]:
     """A `save_to_disk` directory's splits (a single Dataset is the split `train`)."""
+    # Deferred (see fetch_rows): `datasets` loads only when an import runs.
     from datasets import Dataset, load_from_disk
 
     if request.config not in (None, "default"):
@@ -257,6 +258,7 @@ def _saved_splits(path: Path, request: HubRequest) -> dict[str, object]:
 
 def _pick_config(request: HubRequest, token: str | None) -> str | None:
     """The config to read: the one asked for, else the only or the default one."""
+    # Deferred (see fetch_rows): `datasets` loads only when an import runs.
     from datasets import get_dataset_config_names
 
     names = list(
@@ -301,6 +303,7 @@ def _drop_binary(splits: dict[str, object]) -> list[str]:
 
 
 def _binary_columns(features: Features | None) -> list[str]:
+    # Deferred (see fetch_rows): `datasets` loads only when an import runs.
     from datasets import Value
 
     if features is None:  # a streamed JSON file: the types are only known row by row
@@ -417,8 +420,6 @@ def propose_mapping(path: Path, kind: str | None, mapping: dict[str, str] | None
     upload), with its suggestions."""
     if mapping is not None:
         return Proposal(kind, mapping)
-    from thinker.data.detect import detect_file
-
     detection = detect_file(path)
     if kind is not None and kind != detection.kind:
         return Proposal(kind, None)  # the kind given wins; its fields must be there as named
@@ -441,6 +442,7 @@ def translated_errors(label: str, token: str | None) -> Iterator[None]:
 
 def translate_error(error: Exception, label: str, token: str | None) -> HubImportError:
     """Our error for one raised by `datasets` / `huggingface_hub` while importing `label`."""
+    # Deferred: `datasets` (pyarrow, pandas) loads only when an import runs.
     import httpx
     from datasets.exceptions import DataFilesNotFoundError, DatasetNotFoundError
     from huggingface_hub.errors import (
@@ -495,148 +497,3 @@ def _status(error: Exception) -> int | None:
 
 def redact(text: str, token: str | None) -> str:
     return text.replace(token, "***") if token else text
-
-
-# ---- `thinker datasets import` -----------------------------------------------------------
-
-
-def import_main(argv: list[str]) -> int:
-    """Run `thinker datasets import <argv>`; the exit code (0 ok, 2 error).
-
-    Prints the new dataset's id on stdout; the progress bar and messages go to stderr. The
-    token comes from `HF_TOKEN` only: a flag would show in `ps`.
-    """
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as e:  # argparse has printed the usage and the problem
-        return int(e.code or 0)
-    from pydantic import ValidationError
-
-    from thinker.errors import ThinkerError
-
-    try:
-        dataset_id = asyncio.run(_import(args))
-    except (ThinkerError, ValidationError) as e:  # ValidationError: a bad THINKER_* variable
-        detail = str(e).split("\n")[0]
-        print(f"[thinker] error: {redact(detail, os.environ.get('HF_TOKEN'))}", file=sys.stderr)
-        return 2
-    print(dataset_id)
-    return 0
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="thinker datasets import",
-        description="Import a Hugging Face dataset (hub id or local directory) as a dataset.",
-        epilog="A gated or private dataset needs a token in the HF_TOKEN environment variable.",
-    )
-    parser.add_argument("source", help="hub id (org/name) or a directory in a hub layout")
-    parser.add_argument("--config", help="the config (subset) to read")
-    splits = parser.add_mutually_exclusive_group()
-    splits.add_argument("--split", help="the split to read (default: all, into one dataset)")
-    splits.add_argument("--all-splits", action="store_true", help="every split (the default)")
-    parser.add_argument("--revision", help="a branch, tag or commit of the hub repository")
-    parser.add_argument("--limit", type=_positive, help="import at most N rows")
-    parser.add_argument(
-        "--map",
-        action="append",
-        default=[],
-        metavar="CANONICAL=SOURCE",
-        help="field mapping, e.g. --map prompt=question --map completion=answer "
-        "(default: proposed from the data)",
-    )
-    parser.add_argument("--kind", choices=["chat", "prompt_completion", "preferences", "problems"])
-    parser.add_argument("--name", help="the dataset's name (default: from the source)")
-    parser.add_argument("--data-dir", type=Path, help="the server's data directory")
-    return parser
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return value
-
-
-def parse_mapping(pairs: list[str]) -> dict[str, str] | None:
-    """`["prompt=question", ...]` as `{"prompt": "question"}`; None when empty."""
-    mapping: dict[str, str] = {}
-    for pair in pairs:
-        canonical, sep, source = pair.partition("=")
-        if not sep or not canonical.strip() or not source.strip():
-            raise HubSourceError(f"--map takes CANONICAL=SOURCE, got {pair!r}")
-        mapping[canonical.strip()] = source.strip()
-    return mapping or None
-
-
-async def _import(args: argparse.Namespace) -> str:
-    """Open the platform's database like `thinker token` does, import, store; the new id."""
-    from thinker.server.imports import cli_platform, import_dataset
-    from thinker.server.settings import Settings
-
-    settings = Settings(data_dir=args.data_dir) if args.data_dir else Settings()
-    request = HubRequest(
-        source=resolve_cli_source(args.source),
-        config=check_name_part("config", args.config),
-        split=check_name_part("split", args.split),
-        revision=check_name_part("revision", args.revision),
-        limit=args.limit,
-    )
-    mapping = parse_mapping(args.map)
-    async with cli_platform(settings) as platform:
-        with _progress_bar() as progress:
-            dataset = await import_dataset(
-                platform,
-                request,
-                token=os.environ.get("HF_TOKEN") or None,
-                name=args.name,
-                kind=args.kind,
-                mapping=mapping,
-                observer=progress,
-            )
-    print(
-        f"[thinker] imported {dataset.num_rows} row(s) of {request.label} as {dataset.kind} "
-        f"dataset {dataset.id} ({dataset.name!r})",
-        file=sys.stderr,
-    )
-    return dataset.id
-
-
-class _ProgressBar:
-    """A tqdm bar on stderr from the first batch on, fed from the import thread; then the
-    proposal, on stderr too."""
-
-    def __init__(self) -> None:
-        self.bar: Any = None
-
-    def progress(self, done: int, total: int | None) -> None:
-        if self.bar is None:
-            from tqdm import tqdm
-
-            self.bar = tqdm(unit=" rows", desc="importing", file=sys.stderr, dynamic_ncols=True)
-        if total is not None and self.bar.total != total:
-            self.bar.total = total
-        self.bar.update(done - self.bar.n)
-
-    def proposed(self, proposal: Proposal) -> None:
-        self.close()
-        shown = json.dumps(proposal.mapping) if proposal.mapping else "fields as they are"
-        print(
-            f"[thinker] storing as {proposal.kind or 'the kind the rows fit'}: {shown}",
-            file=sys.stderr,
-        )
-        for suggestion in proposal.suggestions:
-            print(f"[thinker] note: {suggestion}", file=sys.stderr)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-@contextmanager
-def _progress_bar() -> Iterator[_ProgressBar]:
-    bar = _ProgressBar()
-    try:
-        yield bar
-    finally:
-        bar.close()

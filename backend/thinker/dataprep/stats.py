@@ -32,11 +32,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from thinker.algorithms.dpo import render_pair
 from thinker.algorithms.sl_config import SLConfig
+from thinker.data.kinds import DatasetKind
 from thinker.data.loading import row_messages
 from thinker.data.preferences import row_pair
 from thinker.data.problems import row_problem
@@ -54,8 +56,6 @@ from thinker.renderers.turns import decode
 if TYPE_CHECKING:
     from thinker.renderers.turns import Tokenizer
 
-Kind = Literal["chat", "prompt_completion", "preferences", "problems"]
-KINDS: tuple[Kind, ...] = get_args(Kind)
 MAX_EXAMPLE_LINES = 20  # line numbers kept per finding; the counts go on past it
 MAX_ERRORS = 20  # error messages kept in full
 STATS_VERSION = 1  # part of the cache key: bump when the numbers or their shape change
@@ -108,7 +108,7 @@ def load_rendering(options: RenderOptions) -> Rendering:
 
 @lru_cache(maxsize=4)
 def _tokenizer(base_model: str) -> Tokenizer:
-    # Imported here: the engine pulls in torch and transformers, which take seconds.
+    # Deferred: the engine pulls in peft and bitsandbytes, which take seconds.
     from thinker.engine.local.models import load_tokenizer
 
     return load_tokenizer(base_model)
@@ -171,11 +171,13 @@ def render_row(line: int, row: dict[str, object], kind: str, rendering: Renderin
     Raises:
         DatasetError: The renderer refuses the row (e.g. `customized` without `trainable`
             flags), or it renders to fewer than 2 tokens.
-        ConfigError: `kind` is not one of KINDS.
+        ConfigError: `kind` is not a DatasetKind.
     """
     render = _RENDER.get(kind)
     if render is None:
-        raise ConfigError(f"unknown dataset kind {kind!r}; expected one of {', '.join(KINDS)}")
+        raise ConfigError(
+            f"unknown dataset kind {kind!r}; expected one of {', '.join(DatasetKind)}"
+        )
     return render(line, row, rendering)
 
 
@@ -190,8 +192,6 @@ def _render_supervised(line: int, row: dict[str, object], rendering: Rendering) 
 
 def _render_pair(line: int, row: dict[str, object], rendering: Rendering) -> RenderedRow:
     # As DPO renders a pair (dpo.render_pair), then each side's datum.
-    from thinker.algorithms.dpo import render_pair
-
     pair = row_pair(row)
     chosen, rejected = render_pair(rendering.renderer, pair)
     max_length = rendering.options.max_length

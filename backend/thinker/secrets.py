@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 from thinker.errors import ConfigError
-from thinker.server.settings import Settings
+from thinker.settings import Settings
 
 SECRET_NAMES = frozenset({"tinker_api_key"})
 _DIR_MODE = 0o700

@@ -1,0 +1,179 @@
+"""Executors: where a job's worker runs. The scheduler (`JobManager`) decides when a job starts
+and on which device; an executor starts its worker there, tells whether it still runs, and
+stops it. The worker is always `python -m thinker.jobs.worker <run dir>` and reports only
+through its run directory, so the manager follows every executor's workers the same way.
+
+`LocalExecutor` runs each worker as a subprocess of the server, in a session of its own: a
+server that dies leaves it running, and the next server finds it again by its pid and the
+pid's start time (a reused pid is not mistaken for it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from thinker.jobs.procs import is_alive, start_time
+from thinker.runs import RunDir
+
+# What a worker gets of the server's environment: all but credentials, named as such or a
+# URL with a password in it, and the database's address (a worker reads and writes only its
+# run directory). What a job needs is kept: the Hugging Face token and the proxies, to
+# download a gated base model or tokenizer; the Tinker key is added for a Tinker job.
+_CREDENTIAL = re.compile(
+    r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)|DATABASE|^PG", re.I
+)
+_URL_WITH_PASSWORD = re.compile(r"://[^/@\s:]*:[^/@\s]*@")
+_WORKER_NEEDS = {
+    name
+    for base in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+    for name in (base, base.lower())
+}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What an executor needs to start one job's worker."""
+
+    job_id: str
+    run_dir: Path
+    resource: str  # "gpu", "cpu" or "remote" (a Tinker job: no local device)
+    device: str | None  # "cuda:N" for a GPU job
+    env: Mapping[str, str]  # set for the worker on top of what it inherits (a Tinker key)
+
+
+@dataclass(frozen=True)
+class WorkerRef:
+    """How a job's row finds its worker again, also after a server restart."""
+
+    job_id: str
+    pid: int | None
+    pid_start: str | None  # the pid's start time (`procs.start_time`)
+
+
+class Executor(Protocol):
+    """Starts workers and follows them; every method returns at once (nothing waits on a
+    worker except `shutdown`)."""
+
+    def launch(self, launch: Launch) -> WorkerRef:
+        """Start the worker; raises OSError when it cannot be started."""
+        ...
+
+    def poll(self, worker: WorkerRef) -> tuple[bool, int | None]:
+        """Whether the worker still runs, and its exit code when it is known to have ended."""
+        ...
+
+    def terminate(self, worker: WorkerRef) -> None:
+        """Ask the worker to stop between steps (it records why from control.json)."""
+        ...
+
+    def kill(self, worker: WorkerRef) -> None:
+        """Stop a worker that no longer listens (hung, or stopped), with what it started."""
+        ...
+
+    def reap(self, active: Iterable[str]) -> None:
+        """Forget the ended workers of jobs not in `active` (their jobs have ended)."""
+        ...
+
+    def shutdown(self, timeout_s: float) -> None:
+        """Stop every worker this executor started and wait up to `timeout_s` for each."""
+        ...
+
+
+class LocalExecutor:
+    """Workers as subprocesses of this server, each in its own session (see the module)."""
+
+    def __init__(self, worker_nice: int, cpu_jobs: int) -> None:
+        self.worker_nice = worker_nice
+        self.cpu_jobs = cpu_jobs
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def launch(self, launch: Launch) -> WorkerRef:
+        env = worker_environment(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["THINKER_WORKER_NICE"] = str(self.worker_nice)
+        if launch.device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = launch.device.split(":")[1]
+        elif launch.resource == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+            # CPU workers share the cores: the engine divides them (engine/local/threads.py)
+            env.setdefault("THINKER_CPU_JOBS", str(max(1, self.cpu_jobs)))
+        env.update(launch.env)
+        run = RunDir(launch.run_dir)
+        with open(run.log, "ab") as log_file:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "thinker.jobs.worker", str(run.path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=run.path,
+                env=env,
+                start_new_session=True,  # a signal to the server's group does not reach it
+            )
+        self._children[launch.job_id] = child
+        return WorkerRef(launch.job_id, child.pid, start_time(child.pid))
+
+    def poll(self, worker: WorkerRef) -> tuple[bool, int | None]:
+        child = self._children.get(worker.job_id)
+        if child is not None:
+            code = child.poll()
+            if code is None:
+                return True, None
+            del self._children[worker.job_id]
+            return False, code
+        if worker.pid is None:
+            return False, None
+        return is_alive(worker.pid, worker.pid_start), None
+
+    def terminate(self, worker: WorkerRef) -> None:
+        child = self._children.get(worker.job_id)
+        pid = child.pid if child is not None else worker.pid
+        if pid is not None and (child is not None or is_alive(pid, worker.pid_start)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)  # `reap` collects it
+
+    def kill(self, worker: WorkerRef) -> None:
+        child = self._children.pop(worker.job_id, None)
+        pid = worker.pid if worker.pid is not None else child.pid if child is not None else None
+        if pid is not None:
+            # SIGKILL, since a stopped process does not act on SIGTERM; to its process group
+            # (its own session) so that what it started goes too.
+            with contextlib.suppress(ProcessLookupError):
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, signal.SIGKILL)
+                else:
+                    os.kill(pid, signal.SIGKILL)
+        if child is not None:
+            child.wait()
+
+    def reap(self, active: Iterable[str]) -> None:
+        running = set(active)
+        for job_id, child in list(self._children.items()):
+            if job_id not in running and child.poll() is not None:
+                del self._children[job_id]
+
+    def shutdown(self, timeout_s: float) -> None:
+        for child in self._children.values():
+            with contextlib.suppress(ProcessLookupError):
+                child.terminate()
+        for child in self._children.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=timeout_s)
+
+
+def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The server's environment less what a worker must not hold (see _CREDENTIAL)."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if name in _WORKER_NEEDS
+        or not (_CREDENTIAL.search(name) or _URL_WITH_PASSWORD.search(value))
+    }

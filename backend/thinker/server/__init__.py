@@ -1,0 +1,1 @@
+"""The platform server: FastAPI routes, Socket.IO, auth, the model pool and the dashboard."""
