@@ -22,8 +22,8 @@ from datasets import Dataset
 from fastapi import Depends
 from fastapi.testclient import TestClient
 from sqlalchemy import select
-from tests.system.server import free_port
-from tests.unit.test_hf_import import QA, TEST, TRAIN, jsonl_repo, parquet_repo, saved_dict
+from tests.support.hub import QA, TEST, TRAIN, jsonl_repo, parquet_repo, saved_dict
+from tests.support.net import free_port
 
 from thinker.data import hf_import
 from thinker.data.hf_import import import_main
