@@ -22,6 +22,7 @@ from datasets import Dataset
 from fastapi import Depends
 from fastapi.testclient import TestClient
 from sqlalchemy import select
+from tests.support.api import platform_of
 from tests.support.hub import QA, TEST, TRAIN, jsonl_repo, parquet_repo, saved_dict
 from tests.support.net import free_port
 
@@ -31,7 +32,6 @@ from thinker.server import imports
 from thinker.server.app import create_app
 from thinker.server.deps import require_token
 from thinker.server.imports import register_import_handlers
-from thinker.server.platform import Platform
 from thinker.server.routes import dataset_import
 from thinker.server.settings import Settings
 from thinker.store import Dataset as DatasetRow
@@ -102,10 +102,6 @@ def stored_rows(client: TestClient, dataset_id: str) -> list[Row]:
     response = client.get(f"/api/datasets/{dataset_id}/download")
     assert response.status_code == 200
     return [json.loads(line) for line in response.text.splitlines()]
-
-
-def platform_of(client: TestClient) -> Platform:
-    return client.app.other_asgi_app.state.platform  # type: ignore[attr-defined,no-any-return]
 
 
 def dataset_row(client: TestClient, dataset_id: str) -> DatasetRow:
