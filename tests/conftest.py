@@ -1,7 +1,26 @@
-"""Shared test settings: offline hub, deterministic CPU threads."""
+"""Shared test settings: offline hub, deterministic CPU threads; the databases of the API and
+platform tiers.
+
+Each test that takes `database_url` runs once per database, SQLite and (when one is running)
+PostgreSQL. The PostgreSQL runs need `THINKER_TEST_POSTGRES_URL` (`eval "$(scripts/postgres.sh)"`
+starts a server and prints it; `./test.sh` does this); without it they are skipped, unless
+`THINKER_REQUIRE_POSTGRES=1` (CI), which turns the skip into a failure. Every PostgreSQL test
+gets a database of its own.
+"""
 
 import os
+from collections.abc import Iterator
+
+import pytest
+from tests.support.database import DATABASES, fresh_database
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(params=DATABASES)
+def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """None (SQLite in the data directory) or the URL of a fresh PostgreSQL database."""
+    with fresh_database(request.param) as url:
+        yield url

@@ -21,13 +21,13 @@ import uvicorn
 from datasets import Dataset
 from fastapi.testclient import TestClient
 from sqlalchemy import select
-from tests.system.server import free_port
-from tests.unit.test_hf_import import QA, TEST, TRAIN, jsonl_repo, parquet_repo, saved_dict
+from tests.support.api import platform_of
+from tests.support.hub import QA, TEST, TRAIN, jsonl_repo, parquet_repo, saved_dict
+from tests.support.net import free_port
 
 from thinker.cli import main as cli_main
 from thinker.dataprep import hf_import
 from thinker.server.app import create_app
-from thinker.server.platform import Platform
 from thinker.services import imports
 from thinker.settings import Settings
 from thinker.store import Dataset as DatasetRow
@@ -84,10 +84,6 @@ def stored_rows(client: TestClient, dataset_id: str) -> list[Row]:
     response = client.get(f"/api/datasets/{dataset_id}/download")
     assert response.status_code == 200
     return [json.loads(line) for line in response.text.splitlines()]
-
-
-def platform_of(client: TestClient) -> Platform:
-    return client.app.other_asgi_app.state.platform  # type: ignore[attr-defined,no-any-return]
 
 
 def dataset_row(client: TestClient, dataset_id: str) -> DatasetRow:
@@ -364,9 +360,8 @@ def test_cli_import_prints_the_id_with_a_progress_bar(
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     repo = parquet_repo(imports_root.parent / "anywhere")  # the CLI reads any local directory
     argv = [str(repo), "--split", "test", "--map", "prompt=question", "--map", "answer=answer"]
-    code = cli_main(
-        ["datasets", "import", *argv, "--kind", "problems", "--data-dir", str(settings.data_dir)]
-    )
+    argv += ["--kind", "problems", "--data-dir", str(settings.data_dir)]
+    code = cli_main(["datasets", "import", *argv])
     out, err = capsys.readouterr()
     assert code == 0, err
     dataset_id = out.strip()
@@ -387,6 +382,5 @@ def test_cli_errors_exit_2_with_the_reason(
     assert "offline mode is on" in capsys.readouterr().err
     assert cli_main(["datasets", "import", "not a source", *data_dir]) == 2
     assert "neither a directory nor a hub id" in capsys.readouterr().err
-    assert (
-        cli_main(["datasets", "import", "org/x", "--split", "a", "--all-splits"]) == 2
-    )  # argparse refuses
+    both_splits = ["org/x", "--split", "a", "--all-splits"]
+    assert cli_main(["datasets", "import", *both_splits]) == 2  # argparse refuses

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from fastapi.testclient import TestClient
+from tests.support.api import platform_of, wait_state
 
 from thinker.settings import Settings
 
@@ -107,8 +108,6 @@ def test_bad_edits_are_refused_and_store_nothing(client: TestClient, settings: S
 
 
 def test_a_dataset_lists_the_jobs_and_models_that_used_it(client: TestClient) -> None:
-    from tests.api.test_jobs import _platform, wait_state
-
     sums = [
         {
             "messages": [
@@ -134,6 +133,6 @@ def test_a_dataset_lists_the_jobs_and_models_that_used_it(client: TestClient) ->
     assert [j["id"] for j in detail["jobs"]] == [job["id"]]
     assert [m["job_id"] for m in detail["models"]] == [job["id"]]
     metadata = json.loads(
-        (_platform(client).settings.runs_dir / job["id"] / "metadata.json").read_text()
+        (platform_of(client).settings.runs_dir / job["id"] / "metadata.json").read_text()
     )
     assert metadata["datasets"]["config.dataset"] == {"id": v1["id"], "sha256": v1["sha256"]}

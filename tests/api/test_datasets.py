@@ -16,11 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
-from tests.api.conftest import make_settings
+from tests.support.api import make_settings, platform_of
 
 from thinker.errors import NotFoundError
 from thinker.server.app import create_app
-from thinker.server.platform import Platform
 from thinker.services import datasets as dataset_service
 from thinker.settings import Settings
 from thinker.store import Job, new_id
@@ -98,10 +97,6 @@ def upload(client: TestClient, content: bytes, filename: str, **form: str) -> Re
 def stored_files(settings: Settings) -> list[str]:
     """Every entry of the datasets directory: temporary files would show up here."""
     return sorted(p.name for p in settings.datasets_dir.iterdir())
-
-
-def platform_of(client: TestClient) -> Platform:
-    return client.app.other_asgi_app.state.platform  # type: ignore[attr-defined,no-any-return]
 
 
 def add_job(client: TestClient, dataset_id: str | None, state: str, config: Row) -> str:

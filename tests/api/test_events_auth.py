@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
-from tests.api.conftest import make_settings
+from tests.support.api import make_settings
 
 from thinker.cli import main as cli_main
 from thinker.server.app import create_app

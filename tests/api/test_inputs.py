@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
-from tests.api.conftest import make_settings
 from tests.disk import tmpfs
+from tests.support.api import make_settings
 
 from thinker.server.app import create_app
 from thinker.server.limits import INT64_MAX, MAX_DEPTH

@@ -19,9 +19,15 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.api.conftest import make_settings
-from tests.api.test_jobs import EXAMPLES, _platform, add_dataset, job_rows, wait_state
 from tests.disk import tmpfs
+from tests.support.api import (
+    EXAMPLES,
+    add_dataset,
+    job_rows,
+    make_settings,
+    platform_of,
+    wait_state,
+)
 
 from thinker.engine.local.checkpoints import MANIFEST_FILE, STATE_FILE, verify
 from thinker.jobs.events import append_event
@@ -30,14 +36,6 @@ from thinker.server.app import create_app
 ARITHMETIC = EXAMPLES / "arithmetic" / "train.jsonl"
 QUICK = {"batch_size": 4, "eval_every": 0, "save_every": 0}
 LONG = {**QUICK, "max_steps": 1_000_000}  # runs until stopped
-
-
-@pytest.fixture
-def held(tmp_path: Path, database_url: str | None) -> Iterator[TestClient]:
-    """A server whose jobs all stay queued: nothing trains."""
-    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=0, max_remote_jobs=0)
-    with TestClient(create_app(settings)) as client:
-        yield client
 
 
 def _post_raw(client: TestClient, url: str, body: str) -> Any:
@@ -103,7 +101,7 @@ def test_config_numbers_must_be_finite_typed_and_in_range(
         problems = response.json()["problems"]
         assert any(re.match(problem, p) for p in problems), (url, problems)
     if problem is not None:
-        assert job_rows(held) == [] and list(_platform(held).settings.runs_dir.iterdir()) == []
+        assert job_rows(held) == [] and list(platform_of(held).settings.runs_dir.iterdir()) == []
 
 
 def test_settings_must_fit_the_model_and_the_step_limit(held: TestClient, tmp_path: Path) -> None:
@@ -149,7 +147,7 @@ def test_the_config_schema_holds_the_bounds(held: TestClient) -> None:
 
 def test_a_dataset_whose_file_is_gone_is_refused_at_creation(held: TestClient) -> None:
     chat = add_dataset(held, ARITHMETIC, "chat")
-    path = _platform(held).datasets.path(chat)
+    path = platform_of(held).datasets.path(chat)
     path.unlink()
     for url in ("/api/jobs", "/api/jobs/proposal"):
         response = held.post(url, json={"algorithm": "sl", "dataset_id": chat})
@@ -278,7 +276,7 @@ def _pid(client: TestClient, job_id: str) -> int:
     async def read() -> int:
         from thinker.store import Job
 
-        async with _platform(client).sessions() as session:
+        async with platform_of(client).sessions() as session:
             job = await session.get(Job, job_id)
             assert job is not None and job.pid is not None
             return job.pid

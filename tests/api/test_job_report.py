@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from fastapi.testclient import TestClient
-from tests.api.test_jobs import EXAMPLES, _platform, add_dataset, wait_state
+from tests.support.api import EXAMPLES, add_dataset, platform_of, wait_state
 
 
 def test_a_short_sl_job_reports_that_it_did_not_learn(client: TestClient) -> None:
@@ -37,7 +37,7 @@ def test_a_short_sl_job_reports_that_it_did_not_learn(client: TestClient) -> Non
     assert 1 <= len(report["samples"]) <= 5
     assert set(report["samples"][0]) == {"prompt", "reference", "answer", "base_answer"}
 
-    run_dir = _platform(client).settings.runs_dir / done["id"]
+    run_dir = platform_of(client).settings.runs_dir / done["id"]
     assert json.loads((run_dir / "report.json").read_text()) == report
     events = client.get(f"/api/jobs/{done['id']}/events").json()["data"]
     kinds = [e["type"] if e["type"] != "state" else e["data"]["state"] for e in events]

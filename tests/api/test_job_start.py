@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.api.test_jobs import EXAMPLES, _platform, add_dataset, wait_state
+from tests.support.api import EXAMPLES, add_dataset, platform_of, wait_state
 from tests.unit.tokenizer_fixtures import qwen3_tokenizer
 from transformers import AutoModelForCausalLM, Qwen3Config
 
@@ -147,9 +147,9 @@ def test_sl_then_dpo_from_the_sl_model(client: TestClient) -> None:
     created = dpo.json()
     assert created["base_model"] == "thinker/tiny"  # the SL model's own base
     assert created["parent_model_id"] == sl_model["id"]
-    run_dir = _platform(client).settings.runs_dir / created["id"]
+    run_dir = platform_of(client).settings.runs_dir / created["id"]
     section = json.loads((RunDir(run_dir).job).read_text())["section"]
-    sl_run = _platform(client).settings.runs_dir / sl_done["id"]
+    sl_run = platform_of(client).settings.runs_dir / sl_done["id"]
     assert Path(section["init_from"]).is_relative_to(sl_run)  # its training state
     assert Path(section["reference_path"]).is_relative_to(sl_run)  # its sampler weights
 

@@ -4,87 +4,27 @@ metrics and models of a job that ran (a real worker process on the tiny model)."
 
 from __future__ import annotations
 
-import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.api.conftest import make_settings
+from tests.support.api import (
+    EXAMPLES,
+    add_dataset,
+    job_rows,
+    make_settings,
+    platform_of,
+    wait_state,
+)
 
 from thinker.server.app import create_app
-from thinker.store import Dataset, Job
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "data" / "examples"
-
-
-def _platform(client: TestClient) -> Any:
-    return client.app.other_asgi_app.state.platform  # type: ignore[attr-defined]
-
-
-def add_dataset(client: TestClient, source: Path, kind: str) -> str:
-    """A stored dataset row and file, as an upload leaves them (uploads are tested apart)."""
-    platform = _platform(client)
-    dataset_id = f"ds_{kind[:4]}{abs(hash(source)) % 10**8:08d}"
-    shutil.copy(source, platform.datasets.path(dataset_id))
-    rows = sum(1 for line in source.read_text().splitlines() if line.strip())
-
-    async def insert() -> None:
-        async with platform.sessions() as session:
-            session.add(
-                Dataset(
-                    id=dataset_id,
-                    name=source.stem,
-                    kind=kind,
-                    source_format="jsonl",
-                    filename=source.name,
-                    num_rows=rows,
-                    size_bytes=1,
-                    sha256="0",
-                )
-            )
-            await session.commit()
-
-    client.portal.call(insert)
-    return dataset_id
-
-
-def job_rows(client: TestClient) -> list[Job]:
-    async def read() -> list[Job]:
-        from sqlalchemy import select
-
-        async with _platform(client).sessions() as session:
-            return list((await session.scalars(select(Job))).all())
-
-    return client.portal.call(read)
-
-
-@pytest.fixture
-def held(tmp_path: Path, database_url: str | None) -> Iterator[TestClient]:
-    """A server whose jobs all stay queued (no CPU or remote slots): for the queue's states."""
-    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=0, max_remote_jobs=0)
-    with TestClient(create_app(settings)) as client:
-        yield client
-
-
-def wait_state(
-    client: TestClient, job_id: str, states: tuple[str, ...], timeout: float = 120
-) -> dict:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        job = client.get(f"/api/jobs/{job_id}").json()
-        if job["state"] in states:
-            return job
-        time.sleep(0.1)
-    raise TimeoutError(f"{job_id}: {job['state']}")
 
 
 def test_a_bad_job_is_refused_with_every_problem_and_nothing_is_stored(held: TestClient) -> None:
     chat = add_dataset(held, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
-    runs = _platform(held).settings.runs_dir
+    runs = platform_of(held).settings.runs_dir
     response = held.post(
         "/api/jobs",
         json={
@@ -141,8 +81,8 @@ def test_rlhf_needs_a_dataset_of_the_right_kind_for_each_stage(held: TestClient)
         },
     )
     assert ok.status_code == 201, ok.text
-    job_file = _platform(held).settings.runs_dir / ok.json()["id"] / "job.json"
-    assert str(_platform(held).datasets.path(prompts)) in job_file.read_text()
+    job_file = platform_of(held).settings.runs_dir / ok.json()["id"] / "job.json"
+    assert str(platform_of(held).datasets.path(prompts)) in job_file.read_text()
 
 
 def test_a_tinker_job_needs_a_stored_key(held: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,100 +18,19 @@ import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from tests.support.api import make_settings, platform_of
+from tests.support.sampling import TINY, TrainedRun, add_model
 
-from thinker.algorithms.sl import SLConfig, main
-from thinker.runs import RunLogger
 from thinker.server.app import create_app
-from thinker.server.platform import Platform
 from thinker.server.pool import ModelPool
-from thinker.store import Job, Model, new_id
-
-from .conftest import make_settings
 
 torch.set_num_threads(1)  # the tiny model gains nothing from threads; other tests share the CPU
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 MESSAGES = [{"role": "user", "content": "3+4"}]
-TINY = "thinker/tiny"
-
-
-@dataclass(frozen=True)
-class TrainedRun:
-    directory: Path  # a run directory, as runs/<job id>/ holds it
-    sampler_path: str
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> TrainedRun:
-    """A real adapter: 3 SL steps on the arithmetic examples (a few seconds on the CPU)."""
-    run_dir = tmp_path_factory.mktemp("sl") / "run"
-    config = SLConfig(
-        dataset=EXAMPLES / "arithmetic" / "train.jsonl",
-        log_path=run_dir,
-        max_steps=3,
-        batch_size=4,
-        learning_rate=1e-2,
-        lora_rank=8,
-        eval_every=0,
-        save_every=0,
-    )
-    result = asyncio.run(main(config, logger=RunLogger(run_dir)))
-    assert result.sampler_path is not None
-    return TrainedRun(run_dir, result.sampler_path)
-
-
-def _platform(client: TestClient) -> Platform:
-    return client.app.other_asgi_app.state.platform  # type: ignore[attr-defined,no-any-return]
 
 
 def _pool(client: TestClient) -> ModelPool:
-    return _platform(client).pool
-
-
-def _add_model(
-    client: TestClient, run: TrainedRun, lifecycle: str = "active", backend: str = "local"
-) -> str:
-    """Register `run` as a finished job of this server with one model; the model's id."""
-    platform = _platform(client)
-    job_id, model_id = new_id("job"), new_id("mdl")
-    shutil.copytree(run.directory, platform.settings.runs_dir / job_id)
-
-    async def insert() -> None:
-        async with platform.sessions() as session:
-            session.add(Job(**_job_fields(job_id, backend)))
-            await session.flush()
-            session.add(
-                Model(
-                    id=model_id,
-                    name=f"sl-{job_id}",
-                    job_id=job_id,
-                    dataset_id=None,
-                    base_model=TINY,
-                    backend=backend,
-                    step=3,
-                    sampler_path=run.sampler_path,
-                    metrics={},
-                    lifecycle=lifecycle,
-                )
-            )
-            await session.commit()
-
-    client.portal.call(insert)  # type: ignore[union-attr]
-    return model_id
-
-
-def _job_fields(job_id: str, backend: str) -> dict[str, Any]:
-    return dict(
-        id=job_id,
-        name="sl",
-        algorithm="sl",
-        backend=backend,
-        base_model=TINY,
-        dataset_id=None,
-        config={},
-        state="succeeded",
-        resource="cpu" if backend == "local" else "remote",
-    )
+    return platform_of(client).pool
 
 
 def _events(client: TestClient, path: str, body: dict[str, Any]) -> list[Any]:
@@ -174,7 +91,7 @@ def test_stream_gives_the_same_tokens_and_text_as_a_plain_sample(client: TestCli
 def test_a_stop_string_ends_the_stream_and_never_shows(
     client: TestClient, trained: TrainedRun
 ) -> None:
-    model_id = _add_model(client, trained)
+    model_id = add_model(client, trained)
     body: dict[str, Any] = {"model": model_id, "messages": MESSAGES, "max_tokens": 40, "seed": 2}
     (free,) = client.post("/api/sample", json=body).json()["samples"]
     # A character this seed is known to produce a few tokens in: it must end the sample there.
@@ -192,7 +109,7 @@ def test_a_stop_string_ends_the_stream_and_never_shows(
 def test_an_adapter_samples_a_different_distribution_than_its_base(
     client: TestClient, trained: TrainedRun
 ) -> None:
-    model_id = _add_model(client, trained)
+    model_id = add_model(client, trained)
     text = "User: 2+5\n\nAssistant: 7\n\nUser:"
 
     def prompt_logprobs(model: str) -> list[float | None]:
@@ -246,7 +163,7 @@ def test_a_tinker_model_without_a_key_is_a_clear_error(
     client: TestClient, trained: TrainedRun, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("TINKER_API_KEY", raising=False)
-    model_id = _add_model(client, trained, backend="tinker")
+    model_id = add_model(client, trained, backend="tinker")
     response = client.post("/api/sample", json={"model": model_id, "prompt": "a"})
     assert response.status_code == 503  # the backend cannot serve it now
     assert "no Tinker API key" in response.json()["detail"]
@@ -258,10 +175,10 @@ def test_a_tinker_error_never_shows_the_stored_key(
     from thinker.secrets import write_secret
 
     key = "tml-secret-key-that-must-not-leak"
-    write_secret(_platform(client).settings, "tinker_api_key", key)
+    write_secret(platform_of(client).settings, "tinker_api_key", key)
     monkeypatch.setenv("TINKER_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("THINKER_TINKER_TIMEOUT_S", "2")
-    model_id = _add_model(client, trained, backend="tinker")
+    model_id = add_model(client, trained, backend="tinker")
     response = client.post("/api/sample", json={"model": model_id, "prompt": "a"})
     assert response.status_code == 503
     assert "not reachable" in response.json()["detail"] and key not in response.text
@@ -302,10 +219,10 @@ def test_tinker_samples_hold_no_thread_while_the_service_answers(
     from thinker.server import pool
 
     base = pool.ModelRef(TINY, TINY, "local")
-    local = pool._sampling_client(base, _platform(client).settings)  # for its tokenizer
+    local = pool._sampling_client(base, platform_of(client).settings)  # for its tokenizer
     remote = RemoteSampler(local.get_tokenizer())
     monkeypatch.setattr(pool, "_tinker_sampling_client", lambda ref, settings: remote)
-    model_id = _add_model(client, trained, backend="tinker")
+    model_id = add_model(client, trained, backend="tinker")
     with ThreadPoolExecutor(3) as senders:
         body = {"model": model_id, "prompt": "1+1=", "max_tokens": 2}
         pending = [senders.submit(client.post, "/api/sample", json=body) for _ in range(3)]
@@ -341,7 +258,7 @@ def test_the_pool_evicts_the_least_recently_used_model(
     small_pool_client: TestClient, trained: TrainedRun
 ) -> None:
     client, pool = small_pool_client, _pool(small_pool_client)
-    first, second = _add_model(client, trained), _add_model(client, trained)
+    first, second = add_model(client, trained), add_model(client, trained)
 
     def sample(model: str) -> None:
         body = {"model": model, "prompt": "1+1", "max_tokens": 2}
@@ -364,7 +281,7 @@ def test_a_pool_of_one_keeps_only_the_last_model(
 ) -> None:
     settings = make_settings(tmp_path / "data", database_url, model_pool_size=1)
     with TestClient(create_app(settings)) as client:
-        model_id, pool = _add_model(client, trained), _pool(client)
+        model_id, pool = add_model(client, trained), _pool(client)
         for model in (TINY, model_id, model_id, TINY):
             body = {"model": model, "prompt": "a", "max_tokens": 1}
             assert client.post("/api/sample", json=body).status_code == 200
@@ -389,9 +306,9 @@ def test_concurrent_requests_for_one_model_share_one_load(client: TestClient) ->
 def test_v1_models_lists_base_models_and_every_model_not_archived(
     client: TestClient, trained: TrainedRun
 ) -> None:
-    active = _add_model(client, trained)
-    deprecated = _add_model(client, trained, lifecycle="deprecated")
-    archived = _add_model(client, trained, lifecycle="archived")
+    active = add_model(client, trained)
+    deprecated = add_model(client, trained, lifecycle="deprecated")
+    archived = add_model(client, trained, lifecycle="archived")
     data = client.get("/v1/models").json()
     assert data["object"] == "list"
     ids = [m["id"] for m in data["data"]]
@@ -404,7 +321,7 @@ def test_v1_models_lists_base_models_and_every_model_not_archived(
 def test_chat_completions_in_openai_format_streaming_and_not(
     client: TestClient, trained: TrainedRun
 ) -> None:
-    model_id = _add_model(client, trained)
+    model_id = add_model(client, trained)
     body = {"model": model_id, "messages": MESSAGES, "max_tokens": 30, "seed": 5}
     response = client.post("/v1/chat/completions", json=body)
     assert response.status_code == 200, response.text

@@ -20,9 +20,12 @@ from typing import Any
 
 import httpx
 import pytest
+import torch
 import uvicorn
 from fastapi.testclient import TestClient
-from tests.system.server import free_port
+from tests.support.api import make_settings, platform_of
+from tests.support.net import free_port
+from tests.support.sampling import TINY, TrainedRun, add_model
 from tinker import types
 
 from thinker.engine.local.scheduler import DecodeScheduler
@@ -30,15 +33,10 @@ from thinker.server.app import create_app
 from thinker.server.platform import Platform
 from thinker.settings import Settings
 
-from .conftest import make_settings
-from .test_sampling import TINY, TrainedRun, _add_model, trained  # noqa: F401 (a fixture)
+torch.set_num_threads(1)  # the tiny model gains nothing from threads; other tests share the CPU
 
 MESSAGES = [{"role": "user", "content": "3+4"}]
 LONG_RUNNING = [{"role": "user", "content": "hello"}]  # greedy: 1,000 tokens, no stop
-
-
-def _platform(client: TestClient) -> Platform:
-    return client.app.other_asgi_app.state.platform  # type: ignore[attr-defined,no-any-return]
 
 
 def _scheduler(platform: Platform, client: TestClient | None = None) -> DecodeScheduler:
@@ -104,7 +102,7 @@ def test_out_of_bounds_requests_are_422_before_any_model_loads(
     response = client.post("/api/sample", json=body)
     assert response.status_code == 422, response.text
     assert problem in response.json()["detail"]
-    assert _platform(client).pool.loaded() == []
+    assert platform_of(client).pool.loaded() == []
 
 
 @pytest.mark.parametrize("number", ["Infinity", "-Infinity", "NaN", "1e999"])
@@ -121,7 +119,7 @@ def test_a_temperature_that_is_not_finite_is_refused_on_both_routes(
         "/v1/chat/completions", content=v1, headers={"content-type": "application/json"}
     )
     assert response.status_code == 400 and "temperature" in response.json()["error"]["message"]
-    assert _platform(client).pool.loaded() == []
+    assert platform_of(client).pool.loaded() == []
 
 
 def test_a_nul_in_the_model_field_never_reaches_the_database(client: TestClient) -> None:
@@ -187,7 +185,7 @@ def test_extreme_values_in_range_sample_greedily_instead_of_failing(
 def test_concurrent_requests_to_one_model_decode_in_one_batch(client: TestClient) -> None:
     """Three requests that arrive while the model is busy join its running batch together,
     and each gets what it gets alone (same seed, same tokens)."""
-    scheduler = _scheduler(_platform(client), client)
+    scheduler = _scheduler(platform_of(client), client)
     bodies = [
         {"model": TINY, "prompt": prompt, "max_tokens": 12, "seed": seed}
         for seed, prompt in enumerate(["1+2=", "User: 7+1\n\nAssistant:", "a"])
@@ -223,7 +221,7 @@ def one_at_a_time(tmp_path: Path, database_url: str | None) -> Iterator[TestClie
 
 def test_a_full_queue_is_429_with_retry_after_on_both_routes(one_at_a_time: TestClient) -> None:
     client = one_at_a_time
-    scheduler = _scheduler(_platform(client), client)
+    scheduler = _scheduler(platform_of(client), client)
     waiting: list[httpx.Response] = []
     body = {"model": TINY, "prompt": "a", "max_tokens": 3}
     with _held(scheduler):
@@ -307,7 +305,7 @@ def test_a_request_whose_client_left_stops_decoding(
 
 
 def _checkpoint_dir(client: TestClient, model_id: str) -> Path:
-    runs = _platform(client).settings.runs_dir
+    runs = platform_of(client).settings.runs_dir
     job_id = client.get(f"/api/models/{model_id}").json()["job_id"]
     (adapter,) = (runs / job_id).glob("*/sampler_weights/*/adapter_model.safetensors")
     return adapter.parent
@@ -329,16 +327,16 @@ def _all_routes(client: TestClient, model: str) -> list[tuple[int, str]]:
 
 def test_a_truncated_adapter_is_503_naming_the_model_and_file_and_is_not_kept(
     client: TestClient,
-    trained: TrainedRun,  # noqa: F811
+    trained: TrainedRun,
 ) -> None:
-    model_id = _add_model(client, trained)
+    model_id = add_model(client, trained)
     adapter = _checkpoint_dir(client, model_id) / "adapter_model.safetensors"
     whole = adapter.read_bytes()
     adapter.write_bytes(whole[: len(whole) // 2])
     for status, message in _all_routes(client, model_id):
         assert status == 503
         assert model_id in message and "adapter_model.safetensors" in message
-    assert model_id not in _platform(client).pool.loaded()
+    assert model_id not in platform_of(client).pool.loaded()
     assert client.post("/api/sample", json={"model": TINY, "prompt": "a"}).status_code == 200
     adapter.write_bytes(whole)  # repaired: the next request loads it
     assert [status for status, _ in _all_routes(client, model_id)] == [200, 200, 200]
@@ -346,18 +344,18 @@ def test_a_truncated_adapter_is_503_naming_the_model_and_file_and_is_not_kept(
 
 def test_an_adapter_config_that_does_not_parse_is_503_even_with_matching_checksums(
     client: TestClient,
-    trained: TrainedRun,  # noqa: F811
+    trained: TrainedRun,
 ) -> None:
     """A checkpoint saved wrong (its checksums written after the bad bytes) still fails to
     load; that failure, too, is a 503 naming the model and the file."""
-    model_id = _add_model(client, trained)
+    model_id = add_model(client, trained)
     directory = _checkpoint_dir(client, model_id)
     (directory / "adapter_config.json").write_text('{"peft_type": "LORA", "r": ', "utf-8")
     _rewrite_checksums(directory)
     for status, message in _all_routes(client, model_id):
         assert status == 503
         assert model_id in message and "adapter_config.json" in message
-    assert model_id not in _platform(client).pool.loaded()
+    assert model_id not in platform_of(client).pool.loaded()
 
 
 def _rewrite_checksums(directory: Path) -> None:

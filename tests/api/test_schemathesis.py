@@ -17,7 +17,8 @@ import schemathesis
 from schemathesis.config import SchemathesisConfig
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.python.asgi import get_client, shutdown_lifespans
-from tests.api.conftest import DATABASES, fresh_database, make_settings
+from tests.support.api import make_settings
+from tests.support.database import DATABASES, fresh_database
 
 from thinker.server.app import create_app
 from thinker.services.tokens import create_token

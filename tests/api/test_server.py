@@ -45,7 +45,7 @@ def test_cors_allows_only_the_configured_origins(client: TestClient) -> None:
 
 
 def test_the_dashboard_is_served_with_its_client_routes(tmp_path, database_url) -> None:
-    from tests.api.conftest import make_settings
+    from tests.support.api import make_settings
 
     from thinker.server.app import create_app
 

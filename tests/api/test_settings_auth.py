@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
-from tests.api.conftest import make_settings
+from tests.support.api import make_settings
 
 from thinker.cli import main as cli_main
 from thinker.errors import ConfigError

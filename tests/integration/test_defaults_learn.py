@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.api.conftest import make_settings
-from tests.api.test_jobs import EXAMPLES, add_dataset, wait_state
+from tests.support.api import EXAMPLES, add_dataset, make_settings, wait_state
 
 from thinker.server.app import create_app
 

@@ -1,0 +1,1 @@
+"""Platform tests: a real server process, real workers, the tiny model; SQLite and PostgreSQL."""

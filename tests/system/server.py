@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,15 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.support.net import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 ARITHMETIC = REPO / "data" / "examples" / "arithmetic" / "train.jsonl"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ServerProcess:

@@ -3,13 +3,14 @@ COMPILE part) compute what the eager layers compute: logprobs and LoRA gradients
 rows, a padded batch without gradients, and with the adapter off; dynamo traces each layer
 whole (no graph breaks) and the layers share their compiled graphs; `fast.eager()` (the
 sampling path) runs them eagerly on its own thread only; flat packed rows take the form
-launched from Python. On the CPU Inductor compiles to C++, so this runs in CI (about 20 s)."""
+launched from Python. On the CPU Inductor compiles to C++, so this runs in CI (marked slow)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import torch
 from tiny_lora import logprobs_and_grads, random_batch, tiny_lora_model
 from torch._dynamo.utils import counters
@@ -18,6 +19,7 @@ from thinker.engine.local import attention, fast
 from thinker.engine.local.models import _compiled_unless_eager, compile_layers
 
 
+@pytest.mark.slow  # Inductor compiles each layer to C++: tens of seconds on a cold cache
 def test_compiled_layers_match_eager_layers() -> None:
     torch._dynamo.reset()
     counters.clear()
