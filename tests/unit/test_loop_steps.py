@@ -1,10 +1,12 @@
-"""The SL loop's learning-rate schedule and batching, on hand-computed values."""
+"""The training loops' shared steps: the learning-rate schedule, the batches of each epoch and
+the one step kept in flight, on hand-computed values."""
 
+import asyncio
 import math
 
 import pytest
 
-from thinker.algorithms.common import epoch_batch
+from thinker.algorithms.common import InFlight, Step, epoch_batch
 from thinker.algorithms.sl import lr_multiplier
 
 
@@ -36,3 +38,36 @@ def test_batches_cover_each_epoch_once_and_repeat_for_the_same_step() -> None:
     assert all(len(b) == 3 for b in epoch0)
     assert epoch_batch(data, 4, 3, 3, seed=0) == epoch_batch(data, 4, 3, 3, seed=0)
     assert epoch_batch(data, 3, 3, 3, seed=0) != epoch0[0]  # a new shuffle each epoch
+
+
+def test_one_step_stays_in_flight_and_settle_finishes_it_with_the_evals() -> None:
+    """InFlight finishes step s-1 only once step s is submitted (the engine never waits for
+    the loop), and `settle` finishes the pending step at once, with held-out figures."""
+    order: list[str] = []
+
+    async def finish(step: Step[int], evals: dict[str, float]) -> dict[str, float]:
+        order.append(f"finish {step.number}{' +evals' if evals else ''}")
+        return {"step": float(step.number), **evals}
+
+    def submitted(number: int) -> Step[int]:
+        order.append(f"submit {number}")
+        return Step(number, [number], [], None, 0.1)
+
+    async def loop() -> dict[str, float]:
+        steps: InFlight[int] = InFlight(finish)
+        for number in range(3):
+            await steps.submit(submitted(number))
+            if number == 1:
+                await steps.settle({"eval": 0.5})
+        return await steps.settle()
+
+    metrics = asyncio.run(loop())
+    assert order == [
+        "submit 0",
+        "submit 1",
+        "finish 0",
+        "finish 1 +evals",
+        "submit 2",
+        "finish 2",
+    ]
+    assert metrics == {"step": 2.0}
