@@ -295,7 +295,7 @@ class LocalTrainingClient:
         }
 
         def write(tmp: Path) -> None:
-            self._model.save_pretrained(tmp, save_embedding_layers=False)
+            self._model.save_pretrained(str(tmp), save_embedding_layers=False)
             if kind == "weights":
                 torch.save(self._optimizer.state_dict(), tmp / OPTIMIZER_FILE)
 
@@ -317,10 +317,10 @@ class LocalTrainingClient:
         state = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
         result = set_peft_model_state_dict(self._model, state)
         self._version += 1
-        if getattr(result, "unexpected_keys", None):
+        unexpected: list[str] = getattr(result, "unexpected_keys", None) or []
+        if unexpected:
             raise ConfigError(
-                f"checkpoint {path} does not fit this adapter: "
-                f"unexpected keys {result.unexpected_keys[:3]}"
+                f"checkpoint {path} does not fit this adapter: unexpected keys {unexpected[:3]}"
             )
         if with_optimizer:
             if meta["kind"] != "weights":
