@@ -7,11 +7,13 @@ import re
 import uuid
 import weakref
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from peft import PeftModel
 from safetensors.torch import load_file
 from transformers import PreTrainedModel
 
+from thinker.engine import protocols
 from thinker.engine.futures import EngineFuture
 from thinker.engine.local import checkpoints
 from thinker.engine.local.models import (
@@ -150,3 +152,16 @@ def _merged(model: PreTrainedModel, directory: Path) -> PreTrainedModel | PeftMo
 
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:40] or "model"
+
+
+if TYPE_CHECKING:  # mypy proves that the local engine keeps the contract; nothing runs
+
+    def _keeps_the_contract(
+        service: LocalServiceClient, training: LocalTrainingClient, sampling: LocalSamplingClient
+    ) -> tuple[
+        protocols.ServiceClient,
+        protocols.TrainingClient,
+        protocols.SamplingClient,
+        protocols.MemoryBudgeted,
+    ]:
+        return service, training, sampling, training
