@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the tests need (into .venv), start a throw-away PostgreSQL server (installing
 # Debian's package if needed), and run every test: the storage, API and platform tests run
-# on SQLite and on PostgreSQL.
+# on SQLite and on PostgreSQL. Without arguments (the whole suite), then the type check and
+# the dashboard's tests.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/install.sh
@@ -14,6 +15,7 @@ else
   echo "[test] no PostgreSQL server: its tests are skipped (THINKER_REQUIRE_POSTGRES=1 fails)" >&2
 fi
 python -m pytest -q -p no:cacheprovider "$@"
-if [ "$#" -eq 0 ]; then  # the whole suite: the dashboard's tests too
+if [ "$#" -eq 0 ]; then  # the whole suite: the type check and the dashboard's tests too
+  scripts/typecheck.sh
   scripts/test_frontend.sh
 fi

@@ -14,24 +14,22 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import yaml
-from pydantic import BaseModel
 from tinker import types
 
 from thinker.engine import ServiceClient
+from thinker.engine.protocols import APIFuture, MemoryBudget, TrainingClient
 from thinker.errors import DivergedError
 from thinker.runs import CheckpointRecord, MetricsLogger, RunDir, RunLogger
-
-if TYPE_CHECKING:
-    from thinker.engine.local.memory import Budget
 
 T = TypeVar("T")
 
 
 class LoopConfig(Protocol):
-    """The fields the shared helpers read; every algorithm's config has them."""
+    """The fields the shared helpers read; every algorithm's config (a pydantic model) has
+    them, with these exact types."""
 
     base_model: str
     backend: Literal["local", "tinker"]
@@ -40,7 +38,7 @@ class LoopConfig(Protocol):
     seed: int
     init_from: str | None
     learning_rate: float
-    lr_schedule: str
+    lr_schedule: Literal["linear", "cosine", "constant"]
     warmup_steps: int
     beta1: float
     beta2: float
@@ -48,6 +46,8 @@ class LoopConfig(Protocol):
     weight_decay: float
     grad_clip_norm: float
     log_path: Path
+
+    def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
 
 
 @dataclass
@@ -69,22 +69,22 @@ class RunResult:
 class Start:
     """A training client ready to go, and where it starts."""
 
-    client: Any
+    client: TrainingClient
     step: int  # optimizer steps already done (0 unless resumed)
     result: RunResult  # what to return if no step is left to run
     micro_batch_size: int | None = None  # resumed: the split its checkpoint recorded
 
 
 def prepare_run(
-    config: BaseModel, service: ServiceClient | None, logger: MetricsLogger | None
+    config: LoopConfig, service: ServiceClient | None, logger: MetricsLogger | None
 ) -> tuple[RunDir, ServiceClient, MetricsLogger]:
     """Create the run directory, write config.yaml, and default the service and logger."""
-    run = RunDir(config.log_path)  # type: ignore[attr-defined]
+    run = RunDir(config.log_path)
     run.path.mkdir(parents=True, exist_ok=True)
     run.config.write_text(yaml.safe_dump(config.model_dump(mode="json")))
     return (
         run,
-        service or make_service(config, run.path),  # type: ignore[arg-type]
+        service or make_service(config, run.path),
         logger or RunLogger(run.path, echo=True),
     )
 
@@ -151,7 +151,7 @@ def pair_tokens(first: types.Datum, second: types.Datum) -> int:
 
 
 def plan_batch(
-    client: object,
+    client: TrainingClient,
     lengths: Sequence[int],
     batch_size: int,
     micro_batch_size: int | None,
@@ -185,12 +185,12 @@ def plan_batch(
     batch = batch_size
     if micro_batch_size is None and resumed_micro_batch_size is not None:
         micro = min(batch, resumed_micro_batch_size)
-        why = (
+        resumed = (
             f"micro_batch_size {micro} as the checkpoint recorded (a resumed run splits its "
             f"steps as before); batch_size {batch} -> {math.ceil(batch / micro)} pass(es)"
         )
-        return BatchPlan(batch, micro, math.ceil(batch / micro), why)
-    get_budget: Callable[[], Budget] | None = getattr(client, "memory_budget", None)
+        return BatchPlan(batch, micro, math.ceil(batch / micro), resumed)
+    get_budget: Callable[[], MemoryBudget] | None = getattr(client, "memory_budget", None)
     budget = get_budget() if get_budget is not None else None
     longest = max(lengths, default=1)
     fits = max(1, budget.tokens // longest) if budget is not None else None
@@ -242,8 +242,9 @@ class Step(Generic[T]):
 
     number: int  # the steps done before it: it is logged as step `number + 1`
     batch: list[T]
-    passes: list[tuple[Any, list[T]]]  # each pass's forward_backward future and its examples
-    optim: Any  # the optim_step future
+    # each pass's forward_backward future and its examples
+    passes: list[tuple[APIFuture[types.ForwardBackwardOutput], list[T]]]
+    optim: APIFuture[types.OptimStepResponse]
     learning_rate: float
     started: float = field(default_factory=time.monotonic)
 
@@ -253,12 +254,12 @@ class Step(Generic[T]):
 
 
 def submit_step(
-    client: Any,
+    client: TrainingClient,
     plan: BatchPlan,
     batch: list[T],
     number: int,
     adam: types.AdamParams,
-    forward_backward: Callable[[list[T]], Any],
+    forward_backward: Callable[[list[T]], APIFuture[types.ForwardBackwardOutput]],
 ) -> Step[T]:
     """Submit step `number`: `forward_backward` of each pass of `batch`, then the optimizer
     step. Nothing is awaited: the engine runs a client's calls in submission order."""
@@ -377,26 +378,34 @@ def is_due(done: int, every: int, total: int) -> bool:
 
 
 async def save_checkpoint(
-    client: Any, run: RunDir, step: int, logger: MetricsLogger, **extra: Any
+    client: TrainingClient,
+    run: RunDir,
+    step: int,
+    logger: MetricsLogger,
+    *,
+    micro_batch_size: int | None = None,
+    reference_path: str | None = None,
 ) -> RunResult:
-    """Save state and sampler weights, then append their line to checkpoints.jsonl (`extra`:
-    the record's optional fields, e.g. `micro_batch_size`)."""
+    """Save state and sampler weights, then append their line to checkpoints.jsonl (with the
+    record's optional fields, where the algorithm has them)."""
     name = f"{step:06d}"
     state, sampler = client.save_state(name), client.save_weights_for_sampler(name)
     # Both writes end before an error of either is raised: a worker that exits on the first
     # while the second is still writing would leave its temporary directory behind.
-    saved = await asyncio.gather(state, sampler, return_exceptions=True)
-    for outcome in saved:
-        if isinstance(outcome, BaseException):
-            raise outcome
-    state_path, sampler_path = (o.path for o in saved)  # type: ignore[union-attr]
+    saved_state, saved_sampler = await asyncio.gather(state, sampler, return_exceptions=True)
+    if isinstance(saved_state, BaseException):
+        raise saved_state
+    if isinstance(saved_sampler, BaseException):
+        raise saved_sampler
+    state_path, sampler_path = saved_state.path, saved_sampler.path
     record = CheckpointRecord(
         name=name,
         step=step,
         state_path=state_path,
         sampler_path=sampler_path,
         time=time.time(),
-        **extra,
+        micro_batch_size=micro_batch_size,
+        reference_path=reference_path,
     )
     run.add_checkpoint(record)
     logger.log_event("checkpoint", record.model_dump(exclude_none=True))

@@ -27,10 +27,9 @@ CPU it ends with the same weights bit for bit as a run that was never interrupte
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +58,7 @@ from thinker.algorithms.dpo_config import DPOConfig
 from thinker.data import split_train_eval
 from thinker.data.preferences import PreferencePair, load_preference_pairs
 from thinker.engine import ServiceClient
+from thinker.engine.protocols import APIFuture, CustomLossFn, SamplingClient, TrainingClient
 from thinker.renderers import (
     Message,
     Renderer,
@@ -68,9 +68,11 @@ from thinker.renderers import (
 )
 from thinker.runs import MetricsLogger, RunDir
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 __all__ = ["DPOConfig", "ScoredPair", "dpo_custom_loss", "dpo_loss", "main"]
 
-CustomLossFn = Callable[[list[types.Datum], list[Tensor]], tuple[Tensor, dict[str, float]]]
 METRICS = ("dpo_loss", "accuracy", "margin", "chosen_reward", "rejected_reward")
 
 
@@ -193,7 +195,7 @@ async def main(
     return result.finished(total_steps, await steps.settle())
 
 
-async def _reference_path(config: DPOConfig, client: Any, resumed: bool) -> str | None:
+async def _reference_path(config: DPOConfig, client: TrainingClient, resumed: bool) -> str | None:
     """Sampler weights of the reference, or None for the base model with the adapter off.
 
     A resumed run keeps the reference its checkpoints name, never its resumed weights.
@@ -204,11 +206,11 @@ async def _reference_path(config: DPOConfig, client: Any, resumed: bool) -> str 
     if config.reference_path is not None or config.init_from is None:
         return config.reference_path
     # The starting weights of `init_from`, saved before any step (a fresh name per client).
-    return (await client.save_weights_for_sampler("reference")).path  # type: ignore[no-any-return]
+    return (await client.save_weights_for_sampler("reference")).path
 
 
 async def _datasets(
-    config: DPOConfig, tokenizer: Any, reference: Any
+    config: DPOConfig, tokenizer: PreTrainedTokenizerBase, reference: SamplingClient
 ) -> tuple[list[ScoredPair], list[ScoredPair]]:
     renderer = renderer_for(config.renderer, config.base_model, tokenizer)
     pairs = load_preference_pairs(config.dataset)
@@ -250,7 +252,7 @@ def _message(message: Message, trainable: bool) -> Message:
 
 
 async def _score_with_reference(
-    reference: Any, rendered: list[tuple[types.Datum, types.Datum]]
+    reference: SamplingClient, rendered: list[tuple[types.Datum, types.Datum]]
 ) -> list[ScoredPair]:
     """Each pair with the reference's completion logprob sums (all requests submitted first)."""
     futures = [
@@ -303,7 +305,9 @@ def _interleave(pairs: list[ScoredPair]) -> list[types.Datum]:
     return [d for p in pairs for d in (p.chosen, p.rejected)]
 
 
-def _forward_backward(client: Any, pairs: list[ScoredPair], beta: float, of_pairs: int) -> Any:
+def _forward_backward(
+    client: TrainingClient, pairs: list[ScoredPair], beta: float, of_pairs: int
+) -> APIFuture[types.ForwardBackwardOutput]:
     """Submit one pass: the DPO loss of `pairs`, weighted by their share of the step's
     `of_pairs` pairs."""
     loss_fn = dpo_custom_loss(*_references_P(pairs), beta, len(pairs) / of_pairs)
@@ -330,7 +334,7 @@ async def _finish(
 
 
 async def _evaluate(
-    client: Any, pairs: list[ScoredPair], config: DPOConfig, plan: BatchPlan
+    client: TrainingClient, pairs: list[ScoredPair], config: DPOConfig, plan: BatchPlan
 ) -> dict[str, float]:
     """The DPO metrics of the held-out pairs under the current weights, as eval_<name>."""
     if not pairs:

@@ -44,7 +44,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Literal
 
 from tinker import types
 
@@ -69,6 +69,7 @@ from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.data import split_train_eval
 from thinker.data.preferences import PreferencePair, load_preference_pairs
 from thinker.engine import ServiceClient
+from thinker.engine.protocols import APIFuture, SamplingClient, TrainingClient
 from thinker.errors import ConfigError, DatasetError
 from thinker.renderers import (
     Message,
@@ -211,7 +212,9 @@ class JudgeReward:
         max_length: The judge prompts' token limit (the reward model's `max_length`).
     """
 
-    def __init__(self, sampler: Any, renderer: Renderer, max_length: int | None = None) -> None:
+    def __init__(
+        self, sampler: SamplingClient, renderer: Renderer, max_length: int | None = None
+    ) -> None:
         self.sampler = sampler
         self.renderer = renderer
         self.max_length = max_length
@@ -254,7 +257,7 @@ class JudgeReward:
             for i, r in enumerate(ruled)
         ]
 
-    def _submit(self, comparison: Comparison) -> list[Any]:
+    def _submit(self, comparison: Comparison) -> list[APIFuture[list[float | None]]]:
         """Four logprob requests: x shown first (answer A, answer B), then y shown first."""
         prompt, x, y = comparison
         futures = []
@@ -282,8 +285,15 @@ def _unjudged(comparison: Comparison) -> tuple[float, float] | None:
 
 def _combine(logprobs: list[list[float | None]]) -> tuple[float, float]:
     """`preference` of the four answers' logprobs (the last entry of each sequence)."""
-    a1, b1, a2, b2 = (float(lp[-1]) for lp in logprobs)  # type: ignore[arg-type]
+    a1, b1, a2, b2 = (_last(lp) for lp in logprobs)
     return preference((a1, b1), (a2, b2))
+
+
+def _last(logprobs: list[float | None]) -> float:
+    """The answer token's logprob (a judge prompt precedes it: only position 0 has None)."""
+    last = logprobs[-1]
+    assert last is not None, "a judge sequence of one token"
+    return float(last)
 
 
 def _reference(problem: Problem) -> str:
@@ -364,7 +374,9 @@ def _pair_datums(renderer: Renderer, pair: PreferencePair, max_length: int) -> P
     return judge_datum(first, "A"), judge_datum(second, "B")
 
 
-def _forward_backward(client: Any, pairs: list[PairDatums]) -> Any:
+def _forward_backward(
+    client: TrainingClient, pairs: list[PairDatums]
+) -> APIFuture[types.ForwardBackwardOutput]:
     """Submit one pass: the judge's cross-entropy on both orders of each pair."""
     return client.forward_backward([d for pair in pairs for d in pair], "cross_entropy")
 
@@ -391,7 +403,10 @@ async def _finish(
 
 
 async def _evaluate(
-    client: Any, renderer: Renderer, pairs: list[PreferencePair], config: RewardModelConfig
+    client: TrainingClient,
+    renderer: Renderer,
+    pairs: list[PreferencePair],
+    config: RewardModelConfig,
 ) -> dict[str, float]:
     """The judge's held-out metrics, read from a sampling client of the current weights."""
     if not pairs:

@@ -26,8 +26,8 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+import numpy as np
 from tinker import types
 
 from thinker.algorithms.common import (
@@ -44,6 +44,7 @@ from thinker.algorithms.rl_config import RLConfig
 from thinker.data import split_train_eval
 from thinker.data.problems import load_problems
 from thinker.engine import ServiceClient
+from thinker.engine.protocols import SamplingClient, TrainingClient
 from thinker.renderers import Renderer, renderer_for
 from thinker.rewards import Completion, Problem, RewardFn
 from thinker.rewards.registry import build_reward
@@ -147,7 +148,7 @@ def _problems_of_step(problems: list[Problem], step: int, n: int, seed: int) -> 
 
 
 async def _sample_groups(
-    policy: Any, renderer: Renderer, batch: list[Problem], config: RLConfig, step: int
+    policy: SamplingClient, renderer: Renderer, batch: list[Problem], config: RLConfig, step: int
 ) -> tuple[list[list[Rollout]], float]:
     started = time.monotonic()
     want_prompt_lp = config.loss_fn == "dro"
@@ -169,6 +170,7 @@ async def _sample_groups(
         response = await future
         prompt_lp = None
         if want_prompt_lp:
+            assert response.prompt_logprobs is not None, "asked for with include_prompt_logprobs"
             prompt_lp = [0.0 if v is None else v for v in response.prompt_logprobs]
         groups.append(
             [_rollout(prompt_tokens, seq, prompt_lp, renderer) for seq in response.sequences]
@@ -177,9 +179,13 @@ async def _sample_groups(
 
 
 def _rollout(
-    prompt_tokens: list[int], seq: Any, prompt_lp: list[float] | None, renderer: Renderer
+    prompt_tokens: list[int],
+    seq: types.SampledSequence,
+    prompt_lp: list[float] | None,
+    renderer: Renderer,
 ) -> Rollout:
     completion = _completion(list(seq.tokens), renderer)
+    assert seq.logprobs is not None, "every backend gives the sampled tokens' logprobs"
     return Rollout(prompt_tokens, list(seq.tokens), list(seq.logprobs), prompt_lp, completion)
 
 
@@ -199,14 +205,16 @@ def _constant(group: list[Rollout]) -> bool:
     return len({r.reward for r in group}) == 1
 
 
-async def _base_logprobs(base: Any, rollouts: list[Rollout]) -> None:
+async def _base_logprobs(base: SamplingClient, rollouts: list[Rollout]) -> None:
     """log p_base of every sampled token (for the KL estimate and the optional penalty)."""
     futures = [
         base.compute_logprobs(types.ModelInput.from_ints(r.prompt_tokens + r.tokens))
         for r in rollouts
     ]
     for r, future in zip(rollouts, futures, strict=True):
-        r.base_logprobs = [float(v) for v in (await future)[len(r.prompt_tokens) :]]
+        logprobs = (await future)[len(r.prompt_tokens) :]
+        r.base_logprobs = [float(v) for v in logprobs if v is not None]
+        assert len(r.base_logprobs) == len(logprobs), "no logprob is None past position 0"
 
 
 def _apply_kl_penalty(group: list[Rollout], kl_coef: float) -> None:
@@ -227,18 +235,23 @@ def _datum(r: Rollout, loss_fn: str) -> types.Datum:
     n_prompt = len(r.prompt_tokens) - 1  # target positions that predict prompt tokens
     token_adv = r.token_advantages or [r.advantage] * len(r.tokens)
     prompt_lp = r.prompt_logprobs[1:] if r.prompt_logprobs is not None else [0.0] * n_prompt
+    # As the SDK would convert these lists itself (int64 targets, float32 others), but typed.
     return types.Datum(
         model_input=types.ModelInput.from_ints(full[:-1]),
         loss_fn_inputs={
-            "target_tokens": full[1:],
-            "logprobs": prompt_lp + r.logprobs,
-            "advantages": [0.0] * n_prompt + list(token_adv),
+            "target_tokens": types.TensorData.from_numpy(np.asarray(full[1:], dtype=np.int64)),
+            "logprobs": _float32(prompt_lp + r.logprobs),
+            "advantages": _float32([0.0] * n_prompt + list(token_adv)),
         },
     )
 
 
+def _float32(values: list[float]) -> types.TensorData:
+    return types.TensorData.from_numpy(np.asarray(values, dtype=np.float32))
+
+
 async def _train(
-    client: Any, datums: list[types.Datum], config: RLConfig, step: int
+    client: TrainingClient, datums: list[types.Datum], config: RLConfig, step: int
 ) -> dict[str, float]:
     """`num_substeps` optimizer steps over the batch (none if every group was dropped)."""
     if not datums:
@@ -308,7 +321,11 @@ def _rollout_metrics(
 
 
 async def _eval_reward(
-    client: Any, renderer: Renderer, problems: list[Problem], reward_fn: RewardFn, config: RLConfig
+    client: TrainingClient,
+    renderer: Renderer,
+    problems: list[Problem],
+    reward_fn: RewardFn,
+    config: RLConfig,
 ) -> float:
     """Mean reward on held-out problems, sampled as training samples (same group size and
     temperature, fixed seeds), so it is comparable with `reward_mean` from step to step."""

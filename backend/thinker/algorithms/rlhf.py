@@ -38,6 +38,7 @@ from thinker.algorithms.sl_config import SLConfig
 from thinker.bounds import MAX_LORA_RANK, MAX_SEED, STRICT_NUMBERS
 from thinker.data import split_train_eval
 from thinker.data.problems import load_problems
+from thinker.engine.protocols import SamplingClient
 from thinker.renderers import Renderer
 from thinker.rewards import Problem
 
@@ -120,8 +121,8 @@ def _rl_problems(section: dict[str, Any]) -> list[str]:
 async def compare_policies(
     judge: JudgeReward,
     problems: list[Problem],
-    policy: Any,
-    baseline: Any,
+    policy: SamplingClient,
+    baseline: SamplingClient,
     max_tokens: int,
     names: tuple[str, str] = ("rl", "sl"),
 ) -> dict[str, float]:
@@ -143,19 +144,20 @@ async def compare_policies(
     won = _mean_probability(await judge.compare_async(head_to_head))
     verdict = {f"eval_win_rate_vs_{names[1]}": won}
     references = [p.row.get("reference", p.answer) for p in problems]
-    if all(isinstance(r, str) and r for r in references):
+    reference_texts = [r for r in references if isinstance(r, str) and r]
+    if len(reference_texts) == len(references):
         for name, texts in zip(names, (answers, baseline_answers), strict=True):
             pairs = [
-                (p.messages, t, r) for p, t, r in zip(problems, texts, references, strict=True)
+                (p.messages, t, r) for p, t, r in zip(problems, texts, reference_texts, strict=True)
             ]
             verdict[f"eval_judge_score_{name}"] = _mean_probability(
-                await judge.compare_async(pairs)  # type: ignore[arg-type]
+                await judge.compare_async(pairs)
             )
     return verdict
 
 
 async def greedy_answers(
-    sampler: Any, renderer: Renderer, problems: list[Problem], max_tokens: int
+    sampler: SamplingClient, renderer: Renderer, problems: list[Problem], max_tokens: int
 ) -> list[str]:
     """Each problem's greedy (temperature 0) answer, as the renderer parses it."""
     params = types.SamplingParams(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tinker import types
 
@@ -41,9 +41,13 @@ from thinker.algorithms.common import (
 )
 from thinker.algorithms.sl_config import SLConfig
 from thinker.data import load_conversations, split_train_eval
-from thinker.engine import EngineFuture, ServiceClient
-from thinker.renderers import datum_from_tokens_weights, renderer_for
+from thinker.engine import ServiceClient
+from thinker.engine.protocols import TrainingClient
+from thinker.renderers import Message, datum_from_tokens_weights, renderer_for
 from thinker.runs import MetricsLogger
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["SLConfig", "SLResult", "lr_multiplier", "main"]
 
@@ -91,7 +95,9 @@ async def main(
     return result.finished(total_steps, await steps.settle())
 
 
-def _datasets(config: SLConfig, tokenizer: Any) -> tuple[list[types.Datum], list[types.Datum]]:
+def _datasets(
+    config: SLConfig, tokenizer: PreTrainedTokenizerBase
+) -> tuple[list[types.Datum], list[types.Datum]]:
     renderer = renderer_for(config.renderer, config.base_model, tokenizer)
     conversations = load_conversations(config.dataset)
     if config.eval_dataset is not None:
@@ -99,7 +105,7 @@ def _datasets(config: SLConfig, tokenizer: Any) -> tuple[list[types.Datum], list
     else:
         train, held_out = split_train_eval(conversations, config.eval_fraction, config.seed)
 
-    def render(messages: list[Any]) -> types.Datum:
+    def render(messages: list[Message]) -> types.Datum:
         tokens, weights = renderer.build_supervised_example(messages, config.train_on_what)
         return datum_from_tokens_weights(tokens, weights, config.max_length)
 
@@ -129,11 +135,11 @@ async def _finish(
     return metrics
 
 
-async def _eval_nll(client: Any, data: list[types.Datum], batch_size: int) -> float:
+async def _eval_nll(client: TrainingClient, data: list[types.Datum], batch_size: int) -> float:
     """Mean NLL per trained token of the held-out examples, under the current weights."""
     if not data:
         return float("nan")
-    futures: list[EngineFuture[Any]] = [
+    futures = [
         client.forward(data[i : i + batch_size], "cross_entropy")
         for i in range(0, len(data), batch_size)
     ]

@@ -2,15 +2,16 @@
 
 `backend="local"` trains and samples in this process with transformers + PEFT;
 `backend="tinker"` hands every call to the official tinker SDK. Both return the tinker
-package's own types, and every call returns a future (`await fut` or `fut.result()`).
+package's own types, and every call returns a future (`await fut` or `fut.result()`). The
+clients it gives keep the contract of `thinker.engine.protocols`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from thinker.engine.futures import EngineFuture
+from thinker.engine import protocols
 from thinker.errors import ConfigError
 
 Backend = Literal["local", "tinker"]
@@ -45,7 +46,7 @@ class ServiceClient:
             # Deferred: each backend imports only its own stack (torch and peft, or tinker).
             from thinker.engine.local.service import LocalServiceClient
 
-            self._impl: Any = LocalServiceClient(
+            self._impl: protocols.ServiceClient = LocalServiceClient(
                 storage_dir=storage_dir, device=device, quantization=quantization
             )
         elif backend == "tinker":
@@ -70,24 +71,34 @@ class ServiceClient:
         train_mlp: bool = True,
         train_attn: bool = True,
         train_unembed: bool = True,
-    ) -> EngineFuture[Any]:
+    ) -> protocols.APIFuture[protocols.TrainingClient]:
         """A new LoRA adapter on `base_model`; the future gives its training client."""
         return self._impl.create_lora_training_client(
             base_model, rank, seed, train_mlp, train_attn, train_unembed
         )
 
-    def create_training_client_from_state(self, path: str) -> EngineFuture[Any]:
+    def create_training_client_from_state(
+        self, path: str
+    ) -> protocols.APIFuture[protocols.TrainingClient]:
         """A training client with the weights of a `save_state` checkpoint, fresh optimizer."""
         return self._impl.create_training_client_from_state(path)
 
-    def create_training_client_from_state_with_optimizer(self, path: str) -> EngineFuture[Any]:
+    def create_training_client_from_state_with_optimizer(
+        self, path: str
+    ) -> protocols.APIFuture[protocols.TrainingClient]:
         """A training client resumed exactly: weights, optimizer state and step."""
         return self._impl.create_training_client_from_state_with_optimizer(path)
 
     def create_sampling_client(
         self, model_path: str | None = None, base_model: str | None = None
-    ) -> EngineFuture[Any]:
+    ) -> protocols.APIFuture[protocols.SamplingClient]:
         """A sampling client of sampler weights (`model_path`) or of a plain base model."""
         if (model_path is None) == (base_model is None):
             raise ConfigError("create_sampling_client needs exactly one of model_path, base_model")
         return self._impl.create_sampling_client(model_path=model_path, base_model=base_model)
+
+
+if TYPE_CHECKING:  # mypy proves that the façade keeps the contract too; nothing runs
+
+    def _keeps_the_contract(service: ServiceClient) -> protocols.ServiceClient:
+        return service

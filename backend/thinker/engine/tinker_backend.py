@@ -25,13 +25,14 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, wait
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx
 import tinker
 from pydantic import SecretStr
 from tinker.lib.base_url import resolve_base_url
 
+from thinker.engine import protocols
 from thinker.engine.futures import EngineFuture
 from thinker.errors import BackendError, ConfigError
 
@@ -263,3 +264,13 @@ def _in_daemon_thread(fn: Callable[[], T]) -> Future[T]:
 
     threading.Thread(target=run, name="thinker-tinker", daemon=True).start()
     return future
+
+
+if TYPE_CHECKING:  # mypy proves that the SDK's clients keep the contract; nothing runs
+
+    def _keeps_the_contract(
+        service: TinkerServiceClient,
+        training: tinker.TrainingClient,
+        sampling: tinker.SamplingClient,
+    ) -> tuple[protocols.ServiceClient, protocols.TrainingClient, protocols.SamplingClient]:
+        return service, training, sampling

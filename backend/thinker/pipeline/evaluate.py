@@ -34,6 +34,7 @@ from tinker import types
 
 from thinker.data import load_conversations, split_train_eval
 from thinker.engine import ServiceClient
+from thinker.engine.protocols import APIFuture, SamplingClient
 from thinker.errors import DatasetError
 from thinker.pipeline.config import (
     RLHF_STAGES,
@@ -68,7 +69,7 @@ class SampleResult:
 
 async def evaluate(
     conversations: list[list[Message]],
-    sampling_client: Any,
+    sampling_client: SamplingClient,
     renderer: Renderer,
     *,
     train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE,
@@ -82,7 +83,7 @@ async def evaluate(
 
     Args:
         conversations: Each ends with the reference assistant message.
-        sampling_client: Anything with the SDK's `sample` and `compute_logprobs`.
+        sampling_client: A sampling client of either backend.
         renderer: The renderer training used.
         train_on_what: Which tokens the NLL is computed over (as in training).
         max_length: Truncate rendered examples as training did (None: no truncation).
@@ -114,7 +115,7 @@ async def evaluate(
 
 async def score(
     conversations: list[list[Message]],
-    sampling_client: Any,
+    sampling_client: SamplingClient,
     renderer: Renderer,
     *,
     train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE,
@@ -163,14 +164,14 @@ class _Pending:
     index: int
     messages: list[Message]
     weights: list[float]
-    logprobs: Any  # future of list[float | None]
-    sample: Any  # future of SampleResponse
+    logprobs: APIFuture[list[float | None]]
+    sample: APIFuture[types.SampleResponse]
 
 
 def _submit(
     index: int,
     messages: list[Message],
-    client: Any,
+    client: SamplingClient,
     renderer: Renderer,
     params: types.SamplingParams,
     train_on_what: TrainOnWhat,

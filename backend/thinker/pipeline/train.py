@@ -80,6 +80,6 @@ async def train_section(
         config = section.to_run_config(run_dir, **overrides)
         return await rl.main(config, service, logger, reward_fn=reward_fn)
     if isinstance(section, RMTraining):
-        config = section.to_run_config(run_dir)
-        return await reward_model.train_reward_model(config, service, logger)
+        rm_config = section.to_run_config(run_dir)
+        return await reward_model.train_reward_model(rm_config, service, logger)
     assert_never(section)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from tinker import types
 
@@ -19,7 +19,11 @@ from thinker.errors import ConfigError, DatasetError
 from thinker.renderers.base import Message, TerminationReason, TrainOnWhat
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase as Tokenizer
+    from transformers import PreTrainedTokenizerBase
+
+# The renderers' tokenizer, named here for the other renderer modules (a string: transformers
+# is imported for type checking only).
+Tokenizer: TypeAlias = "PreTrainedTokenizerBase"
 
 
 def encode(tokenizer: Tokenizer, text: str) -> list[int]:

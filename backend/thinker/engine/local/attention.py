@@ -100,7 +100,7 @@ def varlen_attention(
 ) -> tuple[Tensor, None]:
     """transformers' attention-function signature: output (batch, tokens, heads, dim)."""
     if cu_seq_lens_q is None:
-        return sdpa_attention_forward(  # type: ignore[no-any-return]
+        return sdpa_attention_forward(
             module, query_BHTD, key_BHTD, value_BHTD, attention_mask, dropout, scaling, **kwargs
         )
     if query_BHTD.shape[0] != 1 or dropout:

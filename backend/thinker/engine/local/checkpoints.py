@@ -31,6 +31,7 @@ STATE_FILE = "thinker_checkpoint.json"
 MANIFEST_FILE = "SHA256SUMS"
 log = logging.getLogger("thinker.engine")
 CheckpointKind = Literal["weights", "sampler_weights"]
+_KINDS: dict[str, CheckpointKind] = {"weights": "weights", "sampler_weights": "sampler_weights"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -58,14 +59,15 @@ def parse(path: str) -> CheckpointPath:
     if not path.startswith(SCHEME):
         raise CheckpointError(f"not a thinker:// path: {path!r}")
     parts = path[len(SCHEME) :].split("/")
-    if len(parts) != 3 or parts[1] not in ("weights", "sampler_weights"):
+    kind = _KINDS.get(parts[1]) if len(parts) == 3 else None
+    if kind is None:
         raise CheckpointError(
             f"malformed checkpoint path {path!r}: expected "
             "thinker://<run>/weights/<name> or thinker://<run>/sampler_weights/<name>"
         )
     check_name(parts[0])
     check_name(parts[2])
-    return CheckpointPath(parts[0], parts[1], parts[2])  # type: ignore[arg-type]
+    return CheckpointPath(parts[0], kind, parts[2])
 
 
 def resolve(path: str, storage_dir: Path) -> Path:

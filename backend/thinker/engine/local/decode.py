@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
 from transformers import DynamicCache, StaticCache
-from transformers.cache_utils import StaticLayer
+from transformers.cache_utils import CacheLayerMixin, StaticLayer
 
 log = logging.getLogger(__name__)
 CACHE_BUCKET = 256  # cache lengths round up to this, so nearby prompt lengths share a graph
@@ -40,13 +40,13 @@ class EagerDecoder:
         out = self._model(input_ids=ids_1P, use_cache=True, logits_to_keep=1)
         self._cache = cache_of(out)
         self._cache.batch_repeat_interleave(n)
-        return out.logits[:, -1].float().expand(n, -1)
+        return last_logits(out).expand(n, -1)
 
     def step(self, token_N: Tensor) -> Tensor:
         cache = {self._cache_arg: self._cache}
         out = self._model(input_ids=token_N[:, None], use_cache=True, **cache)
         self._cache = cache_of(out)
-        return out.logits[:, -1].float()
+        return last_logits(out)
 
 
 @dataclass
@@ -95,7 +95,7 @@ class GraphDecoder:
             **{self._cache_arg: capture.cache},
         )
         capture.position_N1.fill_(length)
-        return out.logits[:, -1].float()
+        return last_logits(out)
 
     def step(self, token_N: Tensor) -> Tensor:
         capture = self._capture
@@ -125,11 +125,9 @@ class GraphDecoder:
         if not all(type(layer) is StaticLayer for layer in capture.cache.layers):
             return None
         length = int(capture.position_N1[0, 0])
+        states = [layer_states(layer) for layer in capture.cache.layers]
         return DynamicCache(
-            [
-                (layer.keys[..., :length, :].clone(), layer.values[..., :length, :].clone())
-                for layer in capture.cache.layers
-            ]
+            [(k[..., :length, :].clone(), v[..., :length, :].clone()) for k, v in states]
         )
 
     def _forward(self, capture: _Capture) -> Tensor:
@@ -141,7 +139,7 @@ class GraphDecoder:
             **{self._cache_arg: capture.cache},
         )
         capture.position_N1.add_(1)
-        return out.logits[:, -1].float()
+        return last_logits(out)
 
     def _try_capture(self, capture: _Capture) -> None:
         """Record the step just run eagerly; recording runs nothing, so no state moves."""
@@ -186,4 +184,24 @@ def _adapters_enabled(model: nn.Module) -> bool:
 def cache_of(out: object) -> Any:
     """The cache a forward returned, under either name transformers has given it."""
     cache = getattr(out, "cache", None)
+    # `out` is a model's output (a ModelOutput subclass of the model's own): the base class
+    # declares no fields, and the cache's type differs between transformers versions.
     return cache if cache is not None else out.past_key_values  # type: ignore[attr-defined]
+
+
+class Logits(Protocol):
+    """A causal LM's forward output (each model has its own ModelOutput class)."""
+
+    logits: Tensor
+
+
+def last_logits(out: Logits) -> Tensor:
+    """The fp32 logits of each row's last position."""
+    return out.logits[:, -1].float()
+
+
+def layer_states(layer: object) -> tuple[Tensor, Tensor]:
+    """The keys and values of a key/value cache layer that has seen a forward."""
+    assert isinstance(layer, CacheLayerMixin), f"{type(layer).__name__} holds no keys/values"
+    assert layer.keys is not None and layer.values is not None, "a layer before any forward"
+    return layer.keys, layer.values

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
+from transformers import PreTrainedModel
 
 from thinker.engine.local import attention, fast
 
@@ -74,9 +75,12 @@ def target_logprobs(
     return [logprobs_BT[b, start : start + n] for b, start, n in spans]
 
 
-def _base(model: nn.Module) -> nn.Module:
+def _base(model: nn.Module) -> PreTrainedModel:
     """The transformers model under a PEFT wrapper (or the model itself)."""
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
+    get_base_model: Callable[[], nn.Module] | None = getattr(model, "get_base_model", None)
+    base = get_base_model() if get_base_model is not None else model
+    assert isinstance(base, PreTrainedModel), f"not a transformers model: {type(base).__name__}"
+    return base
 
 
 def _takes_flat_rows(model: nn.Module) -> bool:
@@ -201,13 +205,16 @@ def _liger_fused_linear_cross_entropy() -> Callable[..., Tensor] | None:
         from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
     except ImportError:
         return None
-    return liger_fused_linear_cross_entropy  # type: ignore[no-any-return]
+    fused: Callable[..., Tensor] = liger_fused_linear_cross_entropy
+    return fused
 
 
 def _chunked_head_logprobs(head: nn.Module, hidden_BTD: Tensor, target_ids_BT: Tensor) -> Tensor:
     batch, width, dim = hidden_BTD.shape
     hidden_ND, target_N = hidden_BTD.reshape(-1, dim), target_ids_BT.reshape(-1)
-    chunk = max(64, CHUNK_BYTES // (4 * head.weight.shape[0]))
+    weight_VD = head.weight
+    assert isinstance(weight_VD, Tensor)  # an output layer's weight (nn.Module types it loosely)
+    chunk = max(64, CHUNK_BYTES // (4 * weight_VD.shape[0]))
     pieces = [
         _head_logprobs(head, hidden_ND[i : i + chunk], target_N[i : i + chunk])
         for i in range(0, hidden_ND.shape[0], chunk)
@@ -217,7 +224,8 @@ def _chunked_head_logprobs(head: nn.Module, hidden_BTD: Tensor, target_ids_BT: T
 
 def _head_logprobs(head: nn.Module, hidden_ND: Tensor, target_N: Tensor) -> Tensor:
     if torch.is_grad_enabled():  # recompute the chunk's logits in backward, keep none
-        return checkpoint(_chunk, head, hidden_ND, target_N, use_reentrant=False)  # type: ignore[no-any-return]
+        logprobs_N: Tensor = checkpoint(_chunk, head, hidden_ND, target_N, use_reentrant=False)
+        return logprobs_N
     return _chunk(head, hidden_ND, target_N)
 
 

@@ -75,9 +75,12 @@ def _directory_config(path: Path) -> PretrainedConfig:
             "transformers' save_pretrained (config.json, tokenizer files, *.safetensors)"
         )
     try:
-        return AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code())
+        config: PretrainedConfig = AutoConfig.from_pretrained(
+            str(path), trust_remote_code=trust_remote_code()
+        )
     except (OSError, ValueError) as e:
         raise ConfigError(f"base_model: cannot read the config in {str(path)!r}: {e}") from e
+    return config
 
 
 def _hub_config(name: str) -> PretrainedConfig:
@@ -90,7 +93,9 @@ def _hub_config(name: str) -> PretrainedConfig:
     )
 
     try:
-        return AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code())
+        config: PretrainedConfig = AutoConfig.from_pretrained(
+            name, trust_remote_code=trust_remote_code()
+        )
     except GatedRepoError:
         raise ConfigError(
             f"base_model: {name!r} is gated on the Hugging Face hub: accept its licence on its "
@@ -107,6 +112,7 @@ def _hub_config(name: str) -> PretrainedConfig:
         raise ConfigError(_unreachable(name, e)) from None
     except ValueError as e:  # an architecture this transformers does not know
         raise ConfigError(f"base_model: {name!r}: {e}") from None
+    return config
 
 
 def _unreachable(name: str, error: BaseException) -> str:

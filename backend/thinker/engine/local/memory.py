@@ -49,7 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from peft import PeftModel
 from peft.tuners.tuners_utils import BaseTunerLayer
+from transformers import PreTrainedModel
 
 from thinker.engine.local.forward import CHUNK_BYTES
 from thinker.engine.local.models import Placement
@@ -87,7 +89,7 @@ class ModelShape:
     qk_norm: bool  # RMSNorm on each head's queries and keys (Qwen3)
 
     @classmethod
-    def of(cls, model: torch.nn.Module) -> ModelShape:
+    def of(cls, model: PreTrainedModel | PeftModel) -> ModelShape:
         """The shape of a transformers model (or a PEFT model wrapping one)."""
         config = model.config
         config = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -180,7 +182,7 @@ class Estimate:
     fixed: int  # fixed_bytes
 
 
-def estimate(model: torch.nn.Module, placement: Placement) -> Estimate:
+def estimate(model: PreTrainedModel | PeftModel, placement: Placement) -> Estimate:
     """Walk the model once for everything the budget needs besides the free memory."""
     shape = ModelShape.of(model)
     per_token = bytes_per_token(
@@ -193,7 +195,7 @@ def estimate(model: torch.nn.Module, placement: Placement) -> Estimate:
 
 
 def pass_token_budget(
-    model: torch.nn.Module, placement: Placement, *, free_bytes: int | None = None
+    model: PreTrainedModel | PeftModel, placement: Placement, *, free_bytes: int | None = None
 ) -> Budget:
     """How many tokens one forward/backward pass of `model` may hold in free memory.
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
-from peft.tuners.tuners_utils import BaseTunerLayer
+from peft.tuners.lora import LoraLayer
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -83,7 +83,9 @@ def _tiny_config() -> PretrainedConfig:
 
 
 def _qwen3_06b_config() -> PretrainedConfig:
-    return Qwen3Config(
+    # rope_theta is a field in transformers 4.x; 5.x still takes it (folded into
+    # rope_parameters) but no longer declares it, so only the type checker objects.
+    return Qwen3Config(  # type: ignore[call-arg]
         vocab_size=151936,
         hidden_size=1024,
         intermediate_size=3072,
@@ -102,7 +104,8 @@ def _qwen3_06b_config() -> PretrainedConfig:
 
 
 def _llama31_8b_config() -> PretrainedConfig:
-    return LlamaConfig(
+    # rope_theta: as in _qwen3_06b_config.
+    return LlamaConfig(  # type: ignore[call-arg]
         vocab_size=128256,
         hidden_size=4096,
         intermediate_size=14336,
@@ -278,6 +281,7 @@ def _eager_only(fused: Callable[..., Any], original: Callable[..., Any]) -> Call
             return original(*args, **kwargs)
         return fused(*args, **kwargs)
 
+    # A function attribute, which mypy has no type for.
     either.thinker_original = original  # type: ignore[attr-defined]
     return either
 
@@ -302,7 +306,7 @@ def _random_model(config: PretrainedConfig, placement: Placement) -> PreTrainedM
     devices = [torch.cuda.current_device()] if placement.device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices), torch.device(placement.device):
         torch.manual_seed(BUILTIN_SEED)
-        model = AutoModelForCausalLM.from_config(config, dtype=placement.dtype)
+        model: PreTrainedModel = AutoModelForCausalLM.from_config(config, dtype=placement.dtype)
     return model
 
 
@@ -333,7 +337,12 @@ def _from_pretrained(name: str, placement: Placement) -> PreTrainedModel:
     except OSError as e:
         where = "local directory" if Path(name).exists() else "hub id (or local path)"
         raise BackendError(f"cannot load base model {name!r} as a {where}: {e}") from e
-    return model if placement.quantization else model.to(placement.device)
+    if placement.quantization:
+        return model
+    # transformers wraps `to` with functools.wraps, whose type (typeshed's functools._Wrapped)
+    # does not bind `self`: the type checker takes the device for `self`.
+    moved: PreTrainedModel = model.to(placement.device)  # type: ignore[arg-type]
+    return moved
 
 
 def lora_target_modules(
@@ -386,6 +395,6 @@ def _adapter_in_bf16(model: PeftModel) -> None:
     if getattr(model, "is_loaded_in_4bit", False):
         return
     for module in model.modules():
-        if isinstance(module, BaseTunerLayer):
+        if isinstance(module, LoraLayer):  # every adapted layer: attach_lora adds LoRA only
             module.cast_input_dtype_enabled = False
     setattr(model, fast.AUTOCAST_ATTR, torch.bfloat16)

@@ -16,7 +16,7 @@ import inspect
 import os
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -266,7 +266,7 @@ class LocalSamplingClient:
             return GraphDecoder(self._model, self._cache_arg, self._model.config)
         return EagerDecoder(self._model, self._cache_arg)
 
-    def stops(self, stop: str | list[str] | list[int] | None) -> Stops:
+    def stops(self, stop: str | Sequence[str] | Sequence[int] | None) -> Stops:
         """The token ids and strings that end a sequence, from SamplingParams.stop."""
         eos = self._tokenizer.eos_token_id
         implicit = {eos} if eos is not None else set()
@@ -274,13 +274,15 @@ class LocalSamplingClient:
             return Stops(implicit, [])
         if isinstance(stop, str):
             return Stops(implicit, [stop])
-        stop = list(stop)
-        if not stop:  # [] disables every stop, EOS included (as on Tinker)
+        items = list(stop)
+        if not items:  # [] disables every stop, EOS included (as on Tinker)
             return Stops(set(), [])
-        if all(isinstance(s, int) for s in stop):
-            return Stops(implicit | set(stop), [])
-        if all(isinstance(s, str) for s in stop):
-            return Stops(implicit, [s for s in stop if s])
+        token_ids = [s for s in items if isinstance(s, int)]
+        if len(token_ids) == len(items):
+            return Stops(implicit | set(token_ids), [])
+        strings = [s for s in items if isinstance(s, str)]
+        if len(strings) == len(items):
+            return Stops(implicit, [s for s in strings if s])
         raise ConfigError("SamplingParams.stop must be a string, a list of strings or of token ids")
 
 

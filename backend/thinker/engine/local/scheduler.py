@@ -29,11 +29,11 @@ import torch.nn.functional as F
 from tinker import types
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedTokenizerBase
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import CacheLayerMixin, DynamicLayer
 
 from thinker.engine.futures import EngineFuture
 from thinker.engine.local import fast
-from thinker.engine.local.decode import GraphDecoder, cache_of
+from thinker.engine.local.decode import GraphDecoder, cache_of, last_logits, layer_states
 from thinker.engine.local.sampling import DecodeRows, LocalSamplingClient, StepCallback
 from thinker.errors import OverloadedError
 
@@ -230,7 +230,7 @@ class DecodeScheduler:
                 type(layer) is DynamicLayer for layer in cache.layers
             )
         cache.batch_repeat_interleave(n)
-        logits_BV = out.logits[:, -1].float().expand(n, -1)
+        logits_BV = last_logits(out).expand(n, -1)
         return _Batch([call], cache, logits_BV, positions_B, None)
 
     def _step(self, batch: _Batch) -> _Batch | None:
@@ -286,7 +286,7 @@ class DecodeScheduler:
         out = self._client.model(input_ids=token_B[:, None], use_cache=True, **args)
         batch.cache = cache_of(out)
         batch.positions_B = batch.positions_B + 1
-        return out.logits[:, -1].float()
+        return last_logits(out)
 
     def _settle(self, call: _Call, response: types.SampleResponse) -> None:
         # Counted first: whoever waits on the future may read the counts as soon as it is set.
@@ -337,7 +337,9 @@ def _selected(batch: _Batch, calls: list[_Call], rows_R: Tensor) -> _Batch:
         first = int(mask_RL.any(dim=0).int().argmax())  # the first column a row still uses
         if first > 0:
             for layer in batch.cache.layers:
-                layer.keys, layer.values = layer.keys[..., first:, :], layer.values[..., first:, :]
+                keys, values = layer_states(layer)
+                assert isinstance(layer, CacheLayerMixin)  # checked there; narrows the type here
+                layer.keys, layer.values = keys[..., first:, :], values[..., first:, :]
             mask_RL = mask_RL[:, first:]
         if bool(mask_RL.all()):
             mask_RL = None
@@ -346,7 +348,7 @@ def _selected(batch: _Batch, calls: list[_Call], rows_R: Tensor) -> _Batch:
 
 def _layers(cache: DynamicCache | None) -> list[tuple[Tensor, Tensor]]:
     assert cache is not None
-    return [(layer.keys, layer.values) for layer in cache.layers]
+    return [layer_states(layer) for layer in cache.layers]
 
 
 def _length(batch: _Batch) -> int:

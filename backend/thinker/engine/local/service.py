@@ -7,11 +7,13 @@ import re
 import uuid
 import weakref
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from peft import PeftModel
 from safetensors.torch import load_file
 from transformers import PreTrainedModel
 
+from thinker.engine import protocols
 from thinker.engine.futures import EngineFuture
 from thinker.engine.local import checkpoints
 from thinker.engine.local.models import (
@@ -125,11 +127,10 @@ class LocalServiceClient:
             if directory is not None:
                 adapter = load_file(directory / ADAPTER_FILE, device=str(self.placement.device))
             return host.shared_sampling_client(model_path, adapter)
-        model = load_base_model(base_model, self.placement)
+        base = load_base_model(base_model, self.placement)
         if self.placement.device.type == "cpu":
-            apply_threads(model)
-        if directory is not None:
-            model = _merged(model, directory)
+            apply_threads(base)
+        model = _merged(base, directory) if directory is not None else base
         return LocalSamplingClient(
             model, load_tokenizer(base_model), base_model, model_path, self.placement.device
         )
@@ -145,8 +146,22 @@ def _merged(model: PreTrainedModel, directory: Path) -> PreTrainedModel | PeftMo
     peft_model = PeftModel.from_pretrained(model, directory, is_trainable=False)
     if getattr(model, "is_loaded_in_4bit", False):
         return peft_model  # 4-bit weights cannot absorb an adapter; keep it separate
-    return peft_model.merge_and_unload()
+    merged: PreTrainedModel = peft_model.merge_and_unload()
+    return merged
 
 
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:40] or "model"
+
+
+if TYPE_CHECKING:  # mypy proves that the local engine keeps the contract; nothing runs
+
+    def _keeps_the_contract(
+        service: LocalServiceClient, training: LocalTrainingClient, sampling: LocalSamplingClient
+    ) -> tuple[
+        protocols.ServiceClient,
+        protocols.TrainingClient,
+        protocols.SamplingClient,
+        protocols.MemoryBudgeted,
+    ]:
+        return service, training, sampling, training

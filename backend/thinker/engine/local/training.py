@@ -8,10 +8,9 @@ thread in submission order. Gradients accumulate across `forward_backward` calls
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
@@ -27,9 +26,9 @@ from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
 from thinker.engine.local.models import Placement
 from thinker.engine.local.sampling import LocalSamplingClient, SharedWeights
 from thinker.engine.losses import REQUIRED_INPUTS, get_loss_fn
+from thinker.engine.protocols import CustomLossFn
 from thinker.errors import ConfigError
 
-CustomLossFn = Callable[[list[types.Datum], list[Tensor]], tuple[Tensor, dict[str, float]]]
 ADAPTER_FILE = "adapter_model.safetensors"
 OPTIMIZER_FILE = "optimizer.pt"
 
@@ -97,26 +96,34 @@ class LocalTrainingClient:
         return self._executor.submit(self._run_custom, data, loss_fn)
 
     def optim_step(
-        self, adam_params: types.AdamParams | None = None
+        self, optim_params: types.AdamParams | None = None
     ) -> EngineFuture[types.OptimStepResponse]:
         """One AdamW step with these hyperparameters, then the gradients are cleared."""
-        return self._executor.submit(self._run_optim_step, adam_params or types.AdamParams())
+        return self._executor.submit(self._run_optim_step, optim_params or types.AdamParams())
 
     def save_state(
         self, name: str, overwrite: bool = False
     ) -> EngineFuture[types.SaveWeightsResponse]:
         """Adapter, optimizer state and step, as `thinker://<run>/weights/<name>`."""
         checkpoints.check_name(name)
-        return self._executor.submit(self._save, name, "weights", overwrite)
+        return self._executor.submit(
+            lambda: types.SaveWeightsResponse(path=self._save(name, "weights", overwrite))
+        )
 
     def save_weights_for_sampler(
         self, name: str, overwrite: bool = False
     ) -> EngineFuture[types.SaveWeightsForSamplerResponse]:
         """The adapter alone (PEFT format), as `thinker://<run>/sampler_weights/<name>`."""
         checkpoints.check_name(name)
-        return self._executor.submit(self._save, name, "sampler_weights", overwrite)
+        return self._executor.submit(
+            lambda: types.SaveWeightsForSamplerResponse(
+                path=self._save(name, "sampler_weights", overwrite)
+            )
+        )
 
-    def save_weights_and_get_sampling_client(self, name: str | None = None) -> EngineFuture[Any]:
+    def save_weights_and_get_sampling_client(
+        self, name: str | None = None
+    ) -> EngineFuture[LocalSamplingClient]:
         """A sampler frozen at the current weights; saved as sampler weights if `name` is given.
 
         Without a name the snapshot is ephemeral, as on Tinker: it lives in memory only (the
@@ -126,7 +133,7 @@ class LocalTrainingClient:
             return self._executor.submit(lambda: self._snapshot_client(None))
         checkpoints.check_name(name)
         saved = self._executor.submit(self._save, name, "sampler_weights", False)
-        return self._executor.submit(lambda: self._snapshot_client(saved.result().path))
+        return self._executor.submit(lambda: self._snapshot_client(saved.result()))
 
     def _snapshot_client(self, model_path: str | None) -> LocalSamplingClient:
         shared = SharedWeights(
@@ -284,7 +291,8 @@ class LocalTrainingClient:
         metrics = {"grad_norm": float(grad_norm), "param_norm": float(param_norm)}
         return types.OptimStepResponse(metrics={**metrics, "learning_rate": params.learning_rate})
 
-    def _save(self, name: str, kind: checkpoints.CheckpointKind, overwrite: bool) -> Any:
+    def _save(self, name: str, kind: checkpoints.CheckpointKind, overwrite: bool) -> str:
+        """Write the checkpoint `name` of `kind`; its thinker:// path."""
         path = CheckpointPath(self.run_id, kind, name)
         meta = {
             "kind": kind,
@@ -295,14 +303,12 @@ class LocalTrainingClient:
         }
 
         def write(tmp: Path) -> None:
-            self._model.save_pretrained(tmp, save_embedding_layers=False)
+            self._model.save_pretrained(str(tmp), save_embedding_layers=False)
             if kind == "weights":
                 torch.save(self._optimizer.state_dict(), tmp / OPTIMIZER_FILE)
 
         checkpoints.write_atomically(path.directory(self._storage_dir), write, meta, overwrite)
-        if kind == "weights":
-            return types.SaveWeightsResponse(path=str(path))
-        return types.SaveWeightsForSamplerResponse(path=str(path))
+        return str(path)
 
     def _adapter_snapshot(self) -> dict[str, Tensor]:
         return {
@@ -317,10 +323,10 @@ class LocalTrainingClient:
         state = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
         result = set_peft_model_state_dict(self._model, state)
         self._version += 1
-        if getattr(result, "unexpected_keys", None):
+        unexpected: list[str] = getattr(result, "unexpected_keys", None) or []
+        if unexpected:
             raise ConfigError(
-                f"checkpoint {path} does not fit this adapter: "
-                f"unexpected keys {result.unexpected_keys[:3]}"
+                f"checkpoint {path} does not fit this adapter: unexpected keys {unexpected[:3]}"
             )
         if with_optimizer:
             if meta["kind"] != "weights":
