@@ -1456,11 +1456,7 @@ export interface components {
             stale: boolean;
             /** Started At */
             started_at: string | null;
-            /**
-             * State
-             * @enum {string}
-             */
-            state: "queued" | "starting" | "running" | "succeeded" | "failed" | "cancelled" | "paused" | "interrupted";
+            state: components["schemas"]["JobState"];
             /** Step */
             step: number;
             /** Total Steps */
@@ -1477,6 +1473,12 @@ export interface components {
             /** State */
             state: string;
         };
+        /**
+         * JobState
+         * @description Where a job is in its life.
+         * @enum {string}
+         */
+        JobState: "queued" | "starting" | "running" | "succeeded" | "failed" | "cancelled" | "paused" | "interrupted";
         /** JobsPublic */
         JobsPublic: {
             /** Count */
@@ -2821,7 +2823,7 @@ export interface operations {
     read_jobs: {
         parameters: {
             query?: {
-                state?: ("queued" | "starting" | "running" | "succeeded" | "failed" | "cancelled" | "paused" | "interrupted") | null;
+                state?: components["schemas"]["JobState"] | null;
                 algorithm?: ("sl" | "dpo" | "rl" | "rlhf") | null;
                 backend?: ("local" | "tinker") | null;
                 dataset_id?: string | null;

@@ -4,6 +4,7 @@
 import { useQueryClient } from '@tanstack/react-query'
 import { useEffect, useRef, useState } from 'react'
 import type { Schemas } from '../api/client'
+import { isActive, type JobState } from '../api/vocabulary'
 import { getSocket } from './socket'
 
 export interface JobEvent {
@@ -22,12 +23,12 @@ export function applyJobEvent(job: Job | undefined, event: JobEvent): Job | unde
   const next: Job = { ...job, last_seq: event.seq }
   const d = event.data
   if (event.type === 'state' && typeof d.state === 'string') {
-    next.state = d.state as Job['state']
+    next.state = d.state as JobState
     if (typeof d.reason === 'string') next.reason = d.reason
     // as JobPublic computes it: resume helps a paused or interrupted job, and a failed one
     // unless its worker said the failure will repeat
     next.retryable = next.state === 'paused' || next.state === 'interrupted' || (next.state === 'failed' && d.retryable !== false)
-    if (next.state !== 'starting' && next.state !== 'running') {
+    if (!isActive(next.state)) {
       next.stale = false
       next.heartbeat_age_s = null
     }

@@ -19,6 +19,7 @@ from thinker.errors import NotFoundError
 from thinker.files import read_jsonl
 from thinker.jobs.events import read_events
 from thinker.jobs.manager import heartbeat_age
+from thinker.jobs.states import JobState
 from thinker.names import Name
 from thinker.runs import CheckpointRecord
 from thinker.server.deps import PlatformDep, SessionDep
@@ -32,10 +33,6 @@ CONFIG_SCHEMAS = {
     "rl": RLConfig.model_json_schema(),
     "rm": RewardModelConfig.model_json_schema(),
 }
-
-JobState = Literal[
-    "queued", "starting", "running", "succeeded", "failed", "cancelled", "paused", "interrupted"
-]
 
 
 class JobCreate(BaseModel):
@@ -82,8 +79,8 @@ class JobPublic(BaseModel):
     def of(cls, job: Job, stale_after_s: float) -> JobPublic:
         """The job as the API shows it; `stale_after_s` is the server's heartbeat_timeout_s."""
         progress = job.step / job.total_steps if job.total_steps else None
-        retryable = job.state in ("paused", "interrupted") or (
-            job.state == "failed" and job.retryable is not False
+        retryable = job.state in (JobState.PAUSED, JobState.INTERRUPTED) or (
+            job.state == JobState.FAILED and job.retryable is not False
         )
         age = heartbeat_age(job)
         return cls(
@@ -195,7 +192,7 @@ def _time(value: float | None) -> datetime | None:
 
 
 def _eta(job: Job) -> float | None:
-    if job.state != "running" or not job.total_steps or not job.started_at or job.step <= 0:
+    if job.state != JobState.RUNNING or not job.total_steps or not job.started_at or job.step <= 0:
         return None
     elapsed = datetime.now(UTC).timestamp() - job.started_at
     return max(0.0, elapsed / job.step * (job.total_steps - job.step))

@@ -3,12 +3,13 @@
 // job whose settings, data or model are at fault); cancel asks first, it cannot be undone.
 import { useState } from 'react'
 import { errorMessage } from '../../api/client'
+import { LIVE_STATES, UNFINISHED_STATES, type JobState } from '../../api/vocabulary'
 import { useJobAction, type Job, type JobAction } from './queries'
 import { Modal } from './ui'
 
-const CAN: Record<Exclude<JobAction, 'resume'>, Job['state'][]> = {
-  pause: ['queued', 'starting', 'running'],
-  cancel: ['queued', 'starting', 'running', 'paused', 'interrupted'],
+const CAN: Record<Exclude<JobAction, 'resume'>, readonly JobState[]> = {
+  pause: LIVE_STATES,
+  cancel: UNFINISHED_STATES,
 }
 
 /** What a pause now would lose: resume continues from the last checkpoint, so before the

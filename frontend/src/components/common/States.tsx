@@ -1,6 +1,7 @@
 // Loading, empty and error states: every view shows one of these before its data.
 import type { ReactNode } from 'react'
 import { errorMessage } from '../../api/client'
+import type { JobState } from '../../api/vocabulary'
 
 export function Loading({ what }: { what: string }) {
   return (
@@ -32,7 +33,7 @@ export function ErrorState({ error, what }: { error: unknown; what: string }) {
   )
 }
 
-const LED: Record<string, string> = {
+const LED: Record<JobState, string> = {
   queued: 'bg-neutral-400',
   starting: 'bg-accent animate-pulse',
   running: 'bg-accent shadow-[0_0_10px_#0ea5e9] animate-pulse',
@@ -46,7 +47,7 @@ const LED: Record<string, string> = {
 export function StatusLed({ state }: { state: string }) {
   return (
     <span className="inline-flex items-center gap-2 text-xs uppercase tracking-wider">
-      <span className={`led ${LED[state] ?? 'bg-neutral-500'}`} aria-hidden />
+      <span className={`led ${LED[state as JobState] ?? 'bg-neutral-500'}`} aria-hidden />
       {state}
     </span>
   )
