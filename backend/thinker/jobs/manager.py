@@ -48,6 +48,7 @@ from thinker.jobs.start import (
     StartPoint,
     check_dataset_files,
     fit_problems,
+    job_config,
     proposal_for,
     resolve_start,
 )
@@ -182,7 +183,7 @@ class JobManager:
         start, proposal, lookup = await self.propose(
             algorithm, backend, base_model, dataset_id, config
         )
-        config = proposal.request_config()  # what the request gave, the rest proposed
+        config = job_config(algorithm, proposal, config)  # as given, the rest proposed
         spec = build_spec(
             algorithm,
             backend,

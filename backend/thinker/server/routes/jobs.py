@@ -19,6 +19,7 @@ from thinker.errors import NotFoundError
 from thinker.files import read_jsonl
 from thinker.jobs.events import read_events
 from thinker.jobs.manager import heartbeat_age
+from thinker.jobs.start import job_config
 from thinker.jobs.states import JobState
 from thinker.names import Name
 from thinker.runs import CheckpointRecord
@@ -269,7 +270,7 @@ async def propose_job(body: JobProposalRequest, platform: PlatformDep) -> JobPro
         algorithm=body.algorithm,
         base_model=start.base_model,
         parent_model_id=start.parent.id if start.parent is not None else None,
-        config=proposal.request_config(),
+        config=job_config(body.algorithm, proposal, body.config),
         total_steps=proposal.total_steps,
         train_rows=proposal.train_rows,
         stages=[StageProposalPublic(**vars(s)) for s in proposal.stages],
