@@ -62,7 +62,9 @@ function values(specs: readonly ParamSpec[], fields: Fields, prefix: string, whe
   return out
 }
 
-/** The request body, or the problems found before asking the server. */
+/** The request body, or the problems found before asking the server. (Typed loosely: the
+ * server takes every setting as optional, while the generated types call each field with a
+ * default required, as is right for what the server sends.) */
 export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | null; problems: string[] } {
   const problems: string[] = []
   let extra: Json = {}
@@ -86,18 +88,16 @@ export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | nu
   config = deepMerge(config, extra)
   if (!f.baseModel.trim()) problems.push('base_model: required')
   if (problems.length) return { body: null, problems }
-  return {
-    body: {
-      algorithm: f.algorithm,
-      backend: f.backend,
-      base_model: f.baseModel.trim(),
-      dataset_id: f.datasetId || null,
-      priority: 0,
-      ...(f.name.trim() ? { name: f.name.trim() } : {}),
-      config,
-    },
-    problems,
+  const body = {
+    algorithm: f.algorithm,
+    backend: f.backend,
+    base_model: f.baseModel.trim(),
+    dataset_id: f.datasetId || null,
+    priority: 0,
+    ...(f.name.trim() ? { name: f.name.trim() } : {}),
+    config,
   }
+  return { body: body as Schemas['JobCreate'], problems }
 }
 
 /** Where each field's rules are: its config class, and the stage whose training rows bound it. */
@@ -133,13 +133,14 @@ export function proposalRequest(f: FormState, errors: Readonly<Record<string, st
     Object.fromEntries(Object.entries(fields).filter(([k]) => !((prefix + k) in errors)))
   const valid: FormState = { ...f, params: blank(f.params, ''), stageParams: blank(f.stageParams, ''), extraJson: '{}' }
   const { body } = buildJobRequest(valid)
-  return {
+  const request = {
     algorithm: f.algorithm,
     backend: f.backend,
     base_model: f.baseModel.trim(),
     dataset_id: f.datasetId,
     config: body?.config ?? {},
   }
+  return request as ProposalRequest
 }
 
 /** Keys the server sets (paths, the top-level fields): never copied into a new request. */

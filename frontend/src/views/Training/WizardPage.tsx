@@ -115,7 +115,7 @@ function proposalRequest(algorithm: Algorithm | null, baseModel: string, ids: Id
     const [stage, key] = k.split('.') as [Stage, string]
     ;(rlhf ? (config[stage] as Json) : config)[key] = value
   }
-  return { algorithm, backend: 'local', base_model: baseModel.trim(), dataset_id: ids.main, config }
+  return { algorithm, backend: 'local', base_model: baseModel.trim(), dataset_id: ids.main, config } as ProposalRequest
 }
 
 export function WizardPage() {
@@ -174,7 +174,7 @@ export function WizardPage() {
   const defaultName = algorithm && byId(ids.main) ? defaultJobName(byId(ids.main)?.name ?? ids.main, algorithm, stamp) : ''
   const body: Schemas['JobCreate'] | null =
     algorithm && fresh && proposal.data
-      ? { algorithm, backend: 'local', base_model: baseModel.trim(), dataset_id: ids.main, name: name.trim() || defaultName, priority: 0, config: proposal.data.config }
+      ? ({ algorithm, backend: 'local', base_model: baseModel.trim(), dataset_id: ids.main, name: name.trim() || defaultName, priority: 0, config: proposal.data.config } as Schemas['JobCreate'])
       : null
 
   const paces = usePaces(algorithm ?? 'sl', baseModel, 'local', step >= 3 && algorithm !== null)
