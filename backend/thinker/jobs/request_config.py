@@ -34,10 +34,9 @@ from thinker.rewards.config import RewardConfig
 
 # Given beside `config` (refused in it), or a pipeline stage's directory: not a job's setting.
 NOT_IN_CONFIG = ("algorithm", "backend", "base_model", "name")
-PROPOSED_NOTE = (
-    "Left out, the server proposes it from the data and the base model "
-    "(POST /api/jobs/proposal shows the value)."
-)
+# The dashboard shows descriptions as help: said for users, not for API clients (x-proposed
+# tells those, and POST /api/jobs/proposal gives the value).
+PROPOSED_NOTE = "Left out, the server proposes it from the data and the base model."
 PREFIX = {"sl": "SL", "dpo": "DPO", "rl": "RL", "rlhf": "RLHF", "rm": "RM"}
 
 

@@ -899,7 +899,7 @@ export interface components {
         DPOJobConfig: {
             /**
              * Batch Size
-             * @description Preference pairs per optimizer step. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Preference pairs per optimizer step. Left out, the server proposes it from the data and the base model.
              */
             batch_size?: number;
             /**
@@ -933,7 +933,7 @@ export interface components {
             eval_dataset_id?: string | null;
             /**
              * Eval Every
-             * @description Steps between evaluations of the DPO metrics on the held-out pairs; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between evaluations of the DPO metrics on the held-out pairs; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             eval_every?: number;
             /**
@@ -950,7 +950,7 @@ export interface components {
             grad_clip_norm: number;
             /**
              * Learning Rate
-             * @description The peak learning rate: the cookbook's DPO default, below SL's; too high erases what the model knew. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description The peak learning rate: the cookbook's DPO default, below SL's; too high erases what the model knew. Left out, the server proposes it from the data and the base model.
              */
             learning_rate?: number;
             /**
@@ -974,7 +974,7 @@ export interface components {
             max_length: number;
             /**
              * Max Steps
-             * @description Optimizer steps to train; null: num_epochs passes over the pairs. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Optimizer steps to train; null: num_epochs passes over the pairs. Left out, the server proposes it from the data and the base model.
              */
             max_steps?: number | null;
             /**
@@ -1000,7 +1000,7 @@ export interface components {
             renderer?: string | null;
             /**
              * Save Every
-             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             save_every?: number;
             /**
@@ -1983,7 +1983,7 @@ export interface components {
             eval_dataset_id?: string | null;
             /**
              * Eval Every
-             * @description Steps between evaluations of the mean reward on the held-out problems; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between evaluations of the mean reward on the held-out problems; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             eval_every?: number;
             /**
@@ -2000,12 +2000,12 @@ export interface components {
             grad_clip_norm: number;
             /**
              * Group Size
-             * @description Completions sampled per prompt; each one's advantage is its reward minus its group's mean. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Completions sampled per prompt; each one's advantage is its reward minus its group's mean. Left out, the server proposes it from the data and the base model.
              */
             group_size?: number;
             /**
              * Groups Per Batch
-             * @description Prompts per step, each sampled group_size times. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Prompts per step, each sampled group_size times. Left out, the server proposes it from the data and the base model.
              */
             groups_per_batch?: number;
             /**
@@ -2016,7 +2016,7 @@ export interface components {
             kl_coef: number;
             /**
              * Learning Rate
-             * @description The learning rate; for pretrained models 1e-5 to 4e-5 (too high collapses the policy). Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description The learning rate; for pretrained models 1e-5 to 4e-5 (too high collapses the policy). Left out, the server proposes it from the data and the base model.
              */
             learning_rate?: number;
             /**
@@ -2043,12 +2043,12 @@ export interface components {
             lr_schedule: "linear" | "cosine" | "constant";
             /**
              * Max Steps
-             * @description RL steps: each samples, scores and trains once. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description RL steps: each samples, scores and trains once. Left out, the server proposes it from the data and the base model.
              */
             max_steps?: number;
             /**
              * Max Tokens
-             * @description Tokens per completion; leave room above the longest good answer. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Tokens per completion; leave room above the longest good answer. Left out, the server proposes it from the data and the base model.
              */
             max_tokens?: number;
             /**
@@ -2070,7 +2070,7 @@ export interface components {
             reward: components["schemas"]["RewardConfig"];
             /**
              * Save Every
-             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             save_every?: number;
             /**
@@ -2099,7 +2099,7 @@ export interface components {
         RLHFRMStageConfig: {
             /**
              * Batch Size
-             * @description Preference pairs per optimizer step, each judged in both orders. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Preference pairs per optimizer step, each judged in both orders. Left out, the server proposes it from the data and the base model.
              */
             batch_size?: number;
             /**
@@ -2132,7 +2132,7 @@ export interface components {
             eval_dataset_id?: string | null;
             /**
              * Eval Every
-             * @description Steps between evaluations of the judge's accuracy on the held-out pairs; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between evaluations of the judge's accuracy on the held-out pairs; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             eval_every?: number;
             /**
@@ -2149,7 +2149,7 @@ export interface components {
             grad_clip_norm: number;
             /**
              * Learning Rate
-             * @description The judge's peak learning rate (the cookbook's RLHF recipe uses 3e-4). Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description The judge's peak learning rate (the cookbook's RLHF recipe uses 3e-4). Left out, the server proposes it from the data and the base model.
              */
             learning_rate?: number;
             /**
@@ -2167,7 +2167,7 @@ export interface components {
             max_length: number;
             /**
              * Max Steps
-             * @description Optimizer steps to train; null: num_epochs passes over the pairs. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Optimizer steps to train; null: num_epochs passes over the pairs. Left out, the server proposes it from the data and the base model.
              */
             max_steps?: number | null;
             /**
@@ -2183,7 +2183,7 @@ export interface components {
             num_epochs: number;
             /**
              * Save Every
-             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             save_every?: number;
             /**
@@ -2206,7 +2206,7 @@ export interface components {
         RLHFSLStageConfig: {
             /**
              * Batch Size
-             * @description Examples per optimizer step. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Examples per optimizer step. Left out, the server proposes it from the data and the base model.
              */
             batch_size?: number;
             /**
@@ -2234,7 +2234,7 @@ export interface components {
             eval_dataset_id?: string | null;
             /**
              * Eval Every
-             * @description Steps between held-out NLL evaluations; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between held-out NLL evaluations; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             eval_every?: number;
             /**
@@ -2251,7 +2251,7 @@ export interface components {
             grad_clip_norm: number;
             /**
              * Learning Rate
-             * @description The peak learning rate. LoRA wants about 10x the full fine-tuning rate; halve it if the loss swings or climbs. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description The peak learning rate. LoRA wants about 10x the full fine-tuning rate; halve it if the loss swings or climbs. Left out, the server proposes it from the data and the base model.
              */
             learning_rate?: number;
             /**
@@ -2269,7 +2269,7 @@ export interface components {
             max_length: number;
             /**
              * Max Steps
-             * @description Optimizer steps to train; null: num_epochs passes over the data. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Optimizer steps to train; null: num_epochs passes over the data. Left out, the server proposes it from the data and the base model.
              */
             max_steps?: number | null;
             /**
@@ -2285,7 +2285,7 @@ export interface components {
             num_epochs: number;
             /**
              * Save Every
-             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             save_every?: number;
             /**
@@ -2342,7 +2342,7 @@ export interface components {
             eval_dataset_id?: string | null;
             /**
              * Eval Every
-             * @description Steps between evaluations of the mean reward on the held-out problems; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between evaluations of the mean reward on the held-out problems; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             eval_every?: number;
             /**
@@ -2359,12 +2359,12 @@ export interface components {
             grad_clip_norm: number;
             /**
              * Group Size
-             * @description Completions sampled per prompt; each one's advantage is its reward minus its group's mean. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Completions sampled per prompt; each one's advantage is its reward minus its group's mean. Left out, the server proposes it from the data and the base model.
              */
             group_size?: number;
             /**
              * Groups Per Batch
-             * @description Prompts per step, each sampled group_size times. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Prompts per step, each sampled group_size times. Left out, the server proposes it from the data and the base model.
              */
             groups_per_batch?: number;
             /**
@@ -2375,7 +2375,7 @@ export interface components {
             kl_coef: number;
             /**
              * Learning Rate
-             * @description The learning rate; for pretrained models 1e-5 to 4e-5 (too high collapses the policy). Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description The learning rate; for pretrained models 1e-5 to 4e-5 (too high collapses the policy). Left out, the server proposes it from the data and the base model.
              */
             learning_rate?: number;
             /**
@@ -2408,12 +2408,12 @@ export interface components {
             lr_schedule: "linear" | "cosine" | "constant";
             /**
              * Max Steps
-             * @description RL steps: each samples, scores and trains once. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description RL steps: each samples, scores and trains once. Left out, the server proposes it from the data and the base model.
              */
             max_steps?: number;
             /**
              * Max Tokens
-             * @description Tokens per completion; leave room above the longest good answer. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Tokens per completion; leave room above the longest good answer. Left out, the server proposes it from the data and the base model.
              */
             max_tokens?: number;
             /**
@@ -2445,7 +2445,7 @@ export interface components {
             reward: components["schemas"]["RewardConfig"];
             /**
              * Save Every
-             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             save_every?: number;
             /**
@@ -2607,7 +2607,7 @@ export interface components {
         SLJobConfig: {
             /**
              * Batch Size
-             * @description Examples per optimizer step. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Examples per optimizer step. Left out, the server proposes it from the data and the base model.
              */
             batch_size?: number;
             /**
@@ -2635,7 +2635,7 @@ export interface components {
             eval_dataset_id?: string | null;
             /**
              * Eval Every
-             * @description Steps between held-out NLL evaluations; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between held-out NLL evaluations; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             eval_every?: number;
             /**
@@ -2652,7 +2652,7 @@ export interface components {
             grad_clip_norm: number;
             /**
              * Learning Rate
-             * @description The peak learning rate. LoRA wants about 10x the full fine-tuning rate; halve it if the loss swings or climbs. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description The peak learning rate. LoRA wants about 10x the full fine-tuning rate; halve it if the loss swings or climbs. Left out, the server proposes it from the data and the base model.
              */
             learning_rate?: number;
             /**
@@ -2676,7 +2676,7 @@ export interface components {
             max_length: number;
             /**
              * Max Steps
-             * @description Optimizer steps to train; null: num_epochs passes over the data. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Optimizer steps to train; null: num_epochs passes over the data. Left out, the server proposes it from the data and the base model.
              */
             max_steps?: number | null;
             /**
@@ -2702,7 +2702,7 @@ export interface components {
             renderer?: string | null;
             /**
              * Save Every
-             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model (POST /api/jobs/proposal shows the value).
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             save_every?: number;
             /**

@@ -129,7 +129,7 @@ function ImportStatus({ imp }: { imp: ImportState }) {
         </span>
       </div>
       {imp.state === 'running' && (fraction !== null ? <ProgressBar value={fraction} /> : <div className="h-1.5 animate-pulse rounded-full bg-accent/40" />)}
-      {imp.kind && <p className="text-sm text-neutral-400">stored as <span className="text-neutral-100">{KIND_LABEL[imp.kind] ?? imp.kind}</span>{imp.mapping && Object.keys(imp.mapping).length > 0 && <> with mapping <code className="font-mono text-accent">{JSON.stringify(imp.mapping)}</code></>}</p>}
+      {imp.kind && <p className="text-sm text-neutral-400">stored as <span className="text-neutral-100">{KIND_LABEL[imp.kind as Kind] ?? imp.kind}</span>{imp.mapping && Object.keys(imp.mapping).length > 0 && <> with mapping <code className="font-mono text-accent">{JSON.stringify(imp.mapping)}</code></>}</p>}
       {imp.suggestions.length > 0 && (
         <ul className="list-disc pl-5 text-sm text-neutral-400">{imp.suggestions.map((s) => <li key={s}>{s}</li>)}</ul>
       )}

@@ -3,7 +3,9 @@
 import type { ReactNode } from 'react'
 import { Link } from 'react-router-dom'
 import type { Schemas } from '../../api/client'
-import type { DatasetKind, ParamSpec } from './algorithms'
+import { configField, type ConfigSchema } from '../../api/jobConfig'
+import type { DatasetKind } from '../../api/vocabulary'
+import type { ParamSpec } from './algorithms'
 import type { BaseModelOption } from './contract'
 import { InfoTip } from './ui'
 
@@ -54,9 +56,23 @@ export function NumberField({
   )
 }
 
-/** A field of the new-job form. Empty means "the server's proposal" (shown as placeholder). */
+/** What an empty field of `key` sends: nothing, so the server proposes it (`proposed`, once
+ * the proposal is in) or takes its documented default. */
+function emptyMeans(schema: ConfigSchema, key: string, proposed: unknown): { short: string; long: string } {
+  const field = configField(schema, key)
+  if (field?.proposed) {
+    if (proposed === undefined || proposed === null) return { short: 'proposed by the server', long: 'the server proposes it from your data' }
+    return { short: `proposed: ${String(proposed)}`, long: `the server's proposal, ${String(proposed)}` }
+  }
+  const value = JSON.stringify(field?.default ?? null)
+  return { short: `default: ${value}`, long: `the default, ${value}` }
+}
+
+/** A setting of the new-job form: its help, choices and default from the server's schema.
+ * Empty means "the server's proposal" or "the default" (shown as placeholder). */
 export function ParamField({
   spec,
+  schema,
   value,
   onChange,
   id,
@@ -64,32 +80,34 @@ export function ParamField({
   proposed,
 }: {
   spec: ParamSpec
+  /** The config schema the setting is in (its algorithm's, or its RLHF stage's). */
+  schema: ConfigSchema
   value: string
   onChange: (v: string) => void
   id: string
   error?: string | null
-  /** What the server would use if the field stays empty. */
+  /** What the server would use if the field stays empty (for a proposed field). */
   proposed?: unknown
 }) {
-  const shown = proposed === undefined || proposed === null ? null : String(proposed)
-  const help = <>{spec.help} Empty: {shown === null ? 'the server proposes it from your data' : `the server's proposal, ${shown}`}.</>
-  if (spec.type === 'select') {
+  const field = configField(schema, spec.key)
+  const empty = emptyMeans(schema, spec.key, proposed)
+  const help = <>{field?.description} Empty: {empty.long}.</>
+  if (field?.options) {
     return (
       <div>
         <label htmlFor={id} className="label flex items-center gap-1.5">
           {spec.label} <InfoTip label={`About ${spec.label}`}>{help}</InfoTip>
         </label>
         <select id={id} className="input" value={value} onChange={(e) => onChange(e.target.value)} {...invalidProps(id, error)}>
-          <option value="">{shown === null ? 'proposed by the server' : `proposed: ${shown}`}</option>
-          {spec.options?.map((o) => <option key={o}>{o}</option>)}
+          <option value="">{empty.short}</option>
+          {field.options.map((o) => <option key={o}>{o}</option>)}
         </select>
         <FieldError id={id} error={error} />
       </div>
     )
   }
   return (
-    <NumberField id={id} label={spec.label} help={help} value={value} onChange={onChange} error={error}
-      placeholder={shown === null ? 'proposed by the server' : `proposed: ${shown}`} />
+    <NumberField id={id} label={spec.label} help={help} value={value} onChange={onChange} error={error} placeholder={empty.short} />
   )
 }
 

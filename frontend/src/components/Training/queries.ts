@@ -6,7 +6,7 @@ import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tansta
 import { useEffect, useState } from 'react'
 import { api, unwrap, type Schemas } from '../../api/client'
 import { isLive, type JobState } from '../../api/vocabulary'
-import { problemsOf, unwrapProblems, type ConfigSchemas, type ProposalRequest } from './contract'
+import { problemsOf, unwrapProblems, type ProposalRequest } from './contract'
 
 export type Job = Schemas['JobPublic']
 export type MetricsPage = Schemas['MetricsPage']
@@ -112,16 +112,6 @@ export function useBaseModels() {
     queryKey: ['base-models'],
     queryFn: async () => unwrap(await api.GET('/api/base-models')).data,
     staleTime: 60_000,
-  })
-}
-
-/** The server's rules for every config field (JSON Schema per config class). */
-export function useConfigSchema() {
-  return useQuery({
-    queryKey: ['job-config-schema'],
-    // Typed as a plain mapping by the server: JSON Schema per config class.
-    queryFn: async () => unwrap(await api.GET('/api/jobs/config-schema')) as ConfigSchemas,
-    staleTime: Infinity,
   })
 }
 
