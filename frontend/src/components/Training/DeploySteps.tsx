@@ -1,7 +1,7 @@
 // After launch: the job's way from request to training, from live events (queued → starting →
 // running → done), then the verdict of its report and what happens next.
 import { Link } from 'react-router-dom'
-import { ProgressBar } from '../common/States'
+import { ProgressBar } from '../ui/Status'
 import { useJobEvents } from '../../hooks/useJobEvents'
 import { reportOf } from './contract'
 import { smoothedEta } from './eta'

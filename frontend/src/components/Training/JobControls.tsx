@@ -5,7 +5,7 @@ import { useState } from 'react'
 import { errorMessage } from '../../api/client'
 import { LIVE_STATES, UNFINISHED_STATES, type JobState } from '../../api/vocabulary'
 import { useJobAction, type Job, type JobAction } from './queries'
-import { Modal } from './ui'
+import { Modal } from '../ui/Modal'
 
 const CAN: Record<Exclude<JobAction, 'resume'>, readonly JobState[]> = {
   pause: LIVE_STATES,

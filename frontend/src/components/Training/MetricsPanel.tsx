@@ -5,7 +5,9 @@ import { useState } from 'react'
 import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts'
 import { CHART_TITLES, SECTIONS, checkMetric, formatValue, metricInfo, metricOrder, type SeriesMap } from '../../lib/metrics'
 import { sortStages, STAGE_LABEL, type StageSeries } from './series'
-import { InfoTip, Tabs, Warning } from './ui'
+import { Warning } from '../ui/Warning'
+import { InfoTip } from '../ui/InfoTip'
+import { Tabs } from '../ui/Tabs'
 
 const COLORS = ['#0ea5e9', '#14b8a6', '#f59e0b', '#a78bfa', '#f472b6']
 

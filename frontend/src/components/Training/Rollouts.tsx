@@ -2,7 +2,7 @@
 // their rewards and advantages, a step picker, and the histogram of the step's rewards.
 import { useState } from 'react'
 import { Bar, BarChart, CartesianGrid, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts'
-import { Empty, ErrorState, Loading } from '../common/States'
+import { Empty, ErrorState, Loading } from '../ui/States'
 import { formatValue } from '../../lib/metrics'
 import { useRollouts } from './queries'
 

@@ -1,60 +1,15 @@
-// Form fields shared by the new-job form and the wizard. A field's problem shows under it,
-// tied to the input (aria-invalid, aria-describedby) so a screen reader reads it too.
-import type { ReactNode } from 'react'
+// The training forms' fields, shared by the new-job form and the wizard: a setting of a job's
+// config, the base model, a dataset of the kinds an algorithm takes.
 import { Link } from 'react-router-dom'
 import type { Schemas } from '../../api/client'
 import { configField, type ConfigSchema } from '../../api/jobConfig'
 import type { DatasetKind } from '../../api/vocabulary'
 import type { ParamSpec } from './algorithms'
+import { FieldError, invalidProps, NumberField } from '../ui/fields'
 import type { BaseModelOption } from './contract'
-import { InfoTip } from './ui'
+import { InfoTip } from '../ui/InfoTip'
 
 type Dataset = Schemas['DatasetPublic']
-
-/** The message under a field; its id is what the input's aria-describedby names. */
-export function FieldError({ id, error }: { id: string; error: string | null | undefined }) {
-  if (!error) return null
-  return <p id={`${id}-error`} role="alert" className="mt-1 text-xs text-bad">{error}</p>
-}
-
-/** Props that tie an input to its error message. */
-function invalidProps(id: string, error: string | null | undefined) {
-  return error ? { 'aria-invalid': true as const, 'aria-describedby': `${id}-error` } : {}
-}
-
-export function NumberField({
-  id,
-  label,
-  help,
-  value,
-  onChange,
-  error,
-  placeholder,
-}: {
-  id: string
-  label: string
-  help: ReactNode
-  value: string
-  onChange: (v: string) => void
-  error?: string | null
-  placeholder?: string
-}) {
-  return (
-    <div>
-      <label htmlFor={id} className="label flex items-center gap-1.5">{label} <InfoTip label={`About ${label}`}>{help}</InfoTip></label>
-      <input
-        id={id}
-        className={`input font-mono ${error ? 'border-bad/70 focus:border-bad' : ''}`}
-        inputMode="decimal"
-        value={value}
-        placeholder={placeholder}
-        onChange={(e) => onChange(e.target.value)}
-        {...invalidProps(id, error)}
-      />
-      <FieldError id={id} error={error} />
-    </div>
-  )
-}
 
 /** What an empty field of `key` sends: nothing, so the server proposes it (`proposed`, once
  * the proposal is in) or takes its documented default. */

@@ -11,7 +11,7 @@ import { MetricChart } from '../../components/Analytics/MetricChart'
 import { fetchAllMetrics, finalEval, metricNames } from '../../components/Analytics/metrics'
 import { ModelSummary } from '../../components/Analytics/ModelSummary'
 import { RunPicker } from '../../components/Analytics/RunPicker'
-import { Empty, ErrorState, Loading } from '../../components/common/States'
+import { Empty, ErrorState, Loading } from '../../components/ui/States'
 
 type Job = Schemas['JobPublic']
 const PREFERRED = ['train_mean_nll', 'loss', 'reward_mean', 'dpo_loss', 'eval_mean_nll']

@@ -5,7 +5,7 @@ import { DATASET_KINDS } from '../../api/vocabulary'
 import { DatasetTable } from '../../components/Datasets/DatasetTable'
 import { KIND_LABEL } from '../../components/Datasets/format'
 import { useDatasets } from '../../components/Datasets/queries'
-import { Empty, ErrorState, Loading } from '../../components/common/States'
+import { Empty, ErrorState, Loading } from '../../components/ui/States'
 import { PageHeader } from './PageHeader'
 
 export function DatasetListPage() {

@@ -2,7 +2,7 @@
 // with feedback saved as training data. ?model=<id> preselects; ?a=<id>&b=<id> opens A/B.
 import { useState } from 'react'
 import { Link, useSearchParams } from 'react-router-dom'
-import { ErrorState, Loading } from '../../components/common/States'
+import { ErrorState, Loading } from '../../components/ui/States'
 import { ABPanel } from '../../components/Playground/ABPanel'
 import { ChatPanel } from '../../components/Playground/ChatPanel'
 import { CodeReviewPanel } from '../../components/Playground/CodeReviewPanel'

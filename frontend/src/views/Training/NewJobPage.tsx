@@ -4,7 +4,7 @@
 // from an ended job's settings. A refused job shows the server's `problems` by their fields.
 import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router-dom'
-import { ErrorState, Loading } from '../../components/common/States'
+import { ErrorState, Loading } from '../../components/ui/States'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
 import { configSchema, datasetKinds, RLHF_STAGES } from '../../api/jobConfig'
 import { ALGORITHMS, PARAMS, RLHF_STAGE_PARAMS, type Algorithm } from '../../components/Training/algorithms'
@@ -12,7 +12,7 @@ import { problemsAbout, type JobProposal, type ProblemsError } from '../../compo
 import { BaseModelField, DatasetSelect, ParamField } from '../../components/Training/fields'
 import { buildJobRequest, formErrors, formFromJob, initialForm, proposalRequest, type FormState } from '../../components/Training/jobRequest'
 import { useBaseModels, useCreateJob, useDatasets, useDebounced, useJob, useProposal, type CreateJobError, type Job } from '../../components/Training/queries'
-import { Warning } from '../../components/Training/ui'
+import { Warning } from '../../components/ui/Warning'
 
 export function NewJobPage() {
   const [search] = useSearchParams()
