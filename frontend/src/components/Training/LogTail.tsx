@@ -5,7 +5,7 @@ import { useEffect, useRef } from 'react'
 import { ErrorState, Loading } from '../ui/States'
 import { useJobLogs } from './queries'
 
-export function mergeLogs(before: readonly string[], live: readonly string[]): string[] {
+function mergeLogs(before: readonly string[], live: readonly string[]): string[] {
   const seen = new Set(before)
   return [...before, ...live.filter((l) => !seen.has(l))]
 }

@@ -17,7 +17,7 @@ interface ChartSpec {
 }
 
 /** Metrics sharing a chart id go on one chart, in the order they were first logged. */
-export function chartsOf(keys: readonly string[]): { section: string; charts: ChartSpec[] }[] {
+function chartsOf(keys: readonly string[]): { section: string; charts: ChartSpec[] }[] {
   const charts = new Map<string, ChartSpec>()
   for (const key of [...keys].sort((a, b) => metricOrder(a) - metricOrder(b))) {
     const chart = metricInfo(key).chart

@@ -27,7 +27,7 @@ function asGroups(data: readonly Record<string, unknown>[]): RolloutGroup[] {
 }
 
 /** Rewards into equal-width bins; a single bin when every reward is the same. */
-export function histogram(values: readonly number[], bins = 10): { label: string; count: number }[] {
+function histogram(values: readonly number[], bins = 10): { label: string; count: number }[] {
   if (!values.length) return []
   const lo = Math.min(...values)
   const hi = Math.max(...values)

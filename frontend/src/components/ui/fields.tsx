@@ -2,6 +2,7 @@
 // shown under it, tied to the input (aria-invalid, aria-describedby) so a screen reader reads
 // it too.
 import type { ReactNode } from 'react'
+import { invalidProps } from './aria'
 import { InfoTip } from './InfoTip'
 
 /** A label over its control. */
@@ -18,11 +19,6 @@ export function Field({ label, children, className = '' }: { label: string; chil
 export function FieldError({ id, error }: { id: string; error: string | null | undefined }) {
   if (!error) return null
   return <p id={`${id}-error`} role="alert" className="mt-1 text-xs text-bad">{error}</p>
-}
-
-/** Props that tie an input to its error message. */
-export function invalidProps(id: string, error: string | null | undefined) {
-  return error ? { 'aria-invalid': true as const, 'aria-describedby': `${id}-error` } : {}
 }
 
 export function NumberField({
