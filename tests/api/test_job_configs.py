@@ -95,3 +95,18 @@ def test_the_documented_config_is_what_the_server_does(held: TestClient, algorit
     again = held.post("/api/jobs", json={**request, "config": everything})
     assert again.status_code == 201, again.text
     assert again.json()["config"] == everything
+
+
+def test_a_request_gives_numbers_and_booleans_as_json_does(held: TestClient) -> None:
+    """As the document types them. The configs take more (text for a number, as YAML reads
+    `1e-4`; 0 or 1 for a boolean); a request is held to the document's types."""
+    request = _request(held, "rl")
+    config = {"learning_rate": "0.001", "drop_constant_groups": 0, "temperature": True}
+    for url in ("/api/jobs", "/api/jobs/proposal"):
+        refused = held.post(url, json={**request, "config": config})
+        assert refused.status_code == 422, refused.text
+        assert sorted(refused.json()["problems"]) == [
+            "config.drop_constant_groups: Input should be a valid boolean",
+            "config.learning_rate: Input should be a valid number",
+            "config.temperature: Input should be a number, not true or false",
+        ]

@@ -8,17 +8,27 @@ and a pipeline stage's `name`; datasets are named by id (`eval_dataset_id`, and 
 `rm.dataset_id` and `rl.dataset_id`), each with the kinds it takes (`x-dataset-kinds`). A field
 the proposal fills when it is left out says so (`x-proposed`) instead of claiming a default.
 
-The models describe; build_spec (spec.py) checks a request against the sections themselves,
-with every problem at once.
+build_spec (spec.py) checks a request against the sections themselves, with every problem at
+once; these models add one check, json_type_problems: a request's JSON types are the document's
+(a number is a JSON number), where a YAML config may give `1e-4` as text.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection
 from copy import copy
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+)
 from pydantic.fields import FieldInfo
 
 from thinker.algorithms.reward_model_config import RewardModelConfig
@@ -27,11 +37,12 @@ from thinker.algorithms.rlhf import SHARED_FIELDS as RLHF_SHARED
 from thinker.algorithms.sl_config import SLConfig
 from thinker.data.kinds import TRAINS_ON, DatasetKind
 from thinker.engine.local.hub import ModelFacts
-from thinker.jobs.spec import SERVER_SET
 from thinker.pipeline.config import ALGORITHMS, DPOTraining, RLHFTraining, RLTraining, SLTraining
 from thinker.pipeline.proposal import DataFacts, propose
 from thinker.rewards.config import RewardConfig
 
+# Keys that would name files or checkpoints outside the job: the server sets them.
+SERVER_SET = ("dataset", "eval_dataset", "log_path", "init_from", "reference_path")
 # Given beside `config` (refused in it), or a pipeline stage's directory: not a job's setting.
 NOT_IN_CONFIG = ("algorithm", "backend", "base_model", "name")
 # The dashboard shows descriptions as help: said for users, not for API clients (x-proposed
@@ -149,10 +160,10 @@ def _stage(stage: str, source: type[BaseModel], dataset: str | None) -> type[Bas
         field = Field(
             default_factory=judge.model_copy,
             description="The judge the rm stage trains scores the completions: reward_model is "
-            "the only type.",
+            "the only type (null: the judge, as left out).",
             json_schema_extra={"default": judge.model_dump(mode="json")},
         )
-        added["reward"] = (RewardConfig, field)
+        added["reward"] = (RewardConfig | None, field)
     return _derive(
         f"RLHF{PREFIX[stage]}StageConfig",
         f"The settings of the RLHF job's {stage} stage.",
@@ -242,3 +253,29 @@ def by_algorithm(family: str, fields: type[BaseModel], doc: str) -> type[RootMod
     return create_model(  # type: ignore[no-any-return, call-overload]
         family, __base__=RootModel[union], __module__=__name__, __doc__=doc
     )
+
+
+def json_type_problems(algorithm: str, config: dict[str, Any]) -> list[str]:
+    """The settings a request gives as JSON of another type than the document's, though the
+    configs take them (YAML reads `1e-4` as text): a number as text, 0 or 1 for a boolean.
+    Other problems are left to the config's own checks, in their words."""
+    model = JOB_CONFIGS.get(algorithm)
+    if model is None:
+        return []
+    adapter: TypeAdapter[Any] = TypeAdapter(model)
+    try:
+        adapter.validate_json(json.dumps(config), strict=True)
+    except ValidationError as e:
+        strict = e.errors()
+    else:
+        return []
+    try:
+        adapter.validate_python(config)
+        lax: set[tuple[Any, ...]] = set()
+    except ValidationError as e:
+        lax = {tuple(err["loc"]) for err in e.errors()}
+    return [
+        f"config.{'.'.join(str(part) for part in err['loc'])}: {err['msg']}"
+        for err in strict
+        if tuple(err["loc"]) not in lax
+    ]

@@ -2058,7 +2058,7 @@ export interface components {
              */
             num_substeps: number;
             /**
-             * @description The judge the rm stage trains scores the completions: reward_model is the only type.
+             * @description The judge the rm stage trains scores the completions: reward_model is the only type (null: the judge, as left out).
              * @default {
              *       "cpu_s": 5,
              *       "format_weight": 0.1,
@@ -2067,7 +2067,7 @@ export interface components {
              *       "type": "reward_model"
              *     }
              */
-            reward: components["schemas"]["RewardConfig"];
+            reward: components["schemas"]["RewardConfig"] | null;
             /**
              * Save Every
              * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.

@@ -41,7 +41,7 @@ Algorithm = Literal["sl", "dpo", "rl", "rlhf"]
 
 
 class JobProposalFields(BaseModel):
-    """What a job request gives besides its algorithm and its settings."""
+    """What a job or proposal request gives besides its algorithm and its settings."""
 
     backend: Literal["local", "tinker"] = Field(
         "local", description="Where it trains: local (this machine) or tinker (Tinker's GPUs)."
@@ -57,7 +57,7 @@ class JobProposalFields(BaseModel):
 
 
 class JobCreateFields(JobProposalFields):
-    """What a job request gives besides its algorithm and its settings, its name included."""
+    """What a job request gives besides its algorithm and its settings."""
 
     name: Name | None = Field(
         None,
