@@ -29,6 +29,7 @@ from pydantic import (
     ValidationError,
     create_model,
 )
+from pydantic.config import JsonDict
 from pydantic.fields import FieldInfo
 
 from thinker.algorithms.reward_model_config import RewardModelConfig
@@ -109,9 +110,10 @@ def _derive(
     source: type[BaseModel],
     drop: Collection[str],
     proposed: frozenset[str] = frozenset(),
-    **added: tuple[Any, Any],
+    added: dict[str, tuple[Any, Any]] | None = None,
 ) -> type[BaseModel]:
     """`source`'s fields less `drop`, with `added` (which may replace some)."""
+    added = added or {}
     fields: dict[str, Any] = {
         key: (info.annotation, _with_default_shown(info))
         for key, info in source.model_fields.items()
@@ -131,7 +133,8 @@ def _with_default_shown(info: FieldInfo) -> FieldInfo:
     info = copy(info)
     if info.default_factory is not None:
         made = info.get_default(call_default_factory=True, validated_data={})
-        default = TypeAdapter(info.annotation).dump_python(made, mode="json")
+        annotation: Any = info.annotation
+        default = TypeAdapter(annotation).dump_python(made, mode="json")
         info.json_schema_extra = {**(info.json_schema_extra or {}), "default": default}  # type: ignore[dict-item]
     return info
 
@@ -145,7 +148,7 @@ def _section(algorithm: str, source: type[BaseModel]) -> type[BaseModel]:
         source,
         {*SERVER_SET, *NOT_IN_CONFIG},
         PROPOSED[algorithm],
-        eval_dataset_id=_eval_dataset_id(algorithm),
+        {"eval_dataset_id": _eval_dataset_id(algorithm)},
     )
 
 
@@ -156,7 +159,7 @@ def _stage(stage: str, source: type[BaseModel], dataset: str | None) -> type[Bas
         field = dataset_id_field(TRAINS_ON[stage], f"Required: the id of the {dataset}")
         added["dataset_id"] = (str | None, field)
     if stage == "rl":  # scored by the judge the rm stage trains (RLHFConfig sets the type)
-        judge = RewardConfig(type="reward_model")
+        judge = RewardConfig.model_validate({"type": "reward_model"})
         field = Field(
             default_factory=judge.model_copy,
             description="The judge the rm stage trains scores the completions: reward_model is "
@@ -170,7 +173,7 @@ def _stage(stage: str, source: type[BaseModel], dataset: str | None) -> type[Bas
         source,
         {*SERVER_SET, *NOT_IN_CONFIG, *RLHF_SHARED},
         PROPOSED[stage],
-        **added,
+        added,
     )
 
 
@@ -183,8 +186,8 @@ def _shared(key: str) -> tuple[Any, Any]:
 
 
 def _stage_field(model: type[BaseModel], description: str, default: bool) -> tuple[Any, Any]:
-    extra = {"default": {}} if default else None
-    field = Field(default_factory=dict, description=description, json_schema_extra=extra)
+    extra: JsonDict | None = {"default": {}} if default else None
+    field: Any = Field(default_factory=dict, description=description, json_schema_extra=extra)
     return (model, field)
 
 
@@ -196,24 +199,26 @@ RLHFJobConfig = _derive(
     "The settings of an RLHF job: those of every stage once, then each stage's own.",
     RLHFTraining,
     {*SERVER_SET, *NOT_IN_CONFIG},
-    **{key: _shared(key) for key in RLHF_SHARED if key not in NOT_IN_CONFIG},
-    sl=_stage_field(
-        _stage("sl", SLConfig, None),
-        "Stage 1: SL on the demonstrations (the request's dataset_id).",
-        default=True,
-    ),
-    rm=_stage_field(
-        _stage("rm", RewardModelConfig, "preference pairs the judge learns from"),
-        "Stage 2: a reward model (a judge) trained on preference pairs; required, with its "
-        "dataset_id.",
-        default=False,
-    ),
-    rl=_stage_field(
-        _stage("rl", RLConfig, "prompts the policy answers"),
-        "Stage 3: RL from the SL stage's weights, scored by the judge; required, with its "
-        "dataset_id.",
-        default=False,
-    ),
+    added={
+        **{key: _shared(key) for key in RLHF_SHARED if key not in NOT_IN_CONFIG},
+        "sl": _stage_field(
+            _stage("sl", SLConfig, None),
+            "Stage 1: SL on the demonstrations (the request's dataset_id).",
+            default=True,
+        ),
+        "rm": _stage_field(
+            _stage("rm", RewardModelConfig, "preference pairs the judge learns from"),
+            "Stage 2: a reward model (a judge) trained on preference pairs; required, with its "
+            "dataset_id.",
+            default=False,
+        ),
+        "rl": _stage_field(
+            _stage("rl", RLConfig, "prompts the policy answers"),
+            "Stage 3: RL from the SL stage's weights, scored by the judge; required, with its "
+            "dataset_id.",
+            default=False,
+        ),
+    },
 )
 JOB_CONFIGS: dict[str, type[BaseModel]] = {
     "sl": SLJobConfig,
@@ -233,7 +238,7 @@ def by_algorithm(family: str, fields: type[BaseModel], doc: str) -> type[RootMod
         if algorithm == "rlhf":
             what = "The id of the SL stage's demonstrations"
             then = "; config.rm and config.rl name theirs"
-        config = Field(
+        config: Any = Field(
             default_factory=dict,
             description="The algorithm's settings; each left out takes its default or the "
             "server's proposal.",
@@ -244,14 +249,18 @@ def by_algorithm(family: str, fields: type[BaseModel], doc: str) -> type[RootMod
                 f"{PREFIX[algorithm]}{family}",
                 __base__=fields,
                 __module__=__name__,
-                algorithm=(Literal[algorithm], ...),
+                algorithm=(Literal[algorithm], ...),  # type: ignore[arg-type]
                 dataset_id=(str | None, dataset_id_field(TRAINS_ON[main], what, then)),
                 config=(JOB_CONFIGS[algorithm], config),
             )
         )
-    union = Annotated[Union[tuple(variants)], Field(discriminator="algorithm")]  # noqa: UP007
+    # a union of classes made here: no annotation can name it
+    union: Any = Annotated[Union[tuple(variants)], Field(discriminator="algorithm")]  # noqa: UP007
     return create_model(  # type: ignore[no-any-return, call-overload]
-        family, __base__=RootModel[union], __module__=__name__, __doc__=doc
+        family,
+        __base__=RootModel[union],
+        __module__=__name__,
+        __doc__=doc,
     )
 
 
