@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The dashboard's tests: install its packages (npm ci), type-check and build it, run the
-# Vitest unit tests, then the Playwright end-to-end tests in Debian's Chromium against a real
-# server (installing the chromium package when it is missing). Screenshots of every view land
-# in docs/screenshots/.
+# The dashboard's tests: install its packages (npm ci), type-check and build it, lint it
+# (oxlint; a warning fails too), run the Vitest unit tests, then the Playwright end-to-end
+# tests in Debian's Chromium against a real server (installing the chromium package when it
+# is missing). Screenshots of every view land in docs/screenshots/.
 set -euo pipefail
 cd "$(dirname "$0")/../frontend"
 if [ ! -x /usr/bin/chromium ]; then
@@ -13,5 +13,6 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 npm ci --no-audit --no-fund --loglevel=error
 npm run build
+npm run lint
 npx vitest run
 npx playwright test

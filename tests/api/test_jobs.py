@@ -4,6 +4,7 @@ metrics and models of a job that ran (a real worker process on the tiny model)."
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,24 @@ def test_rlhf_needs_a_dataset_of_the_right_kind_for_each_stage(held: TestClient)
     assert ok.status_code == 201, ok.text
     job_file = platform_of(held).settings.runs_dir / ok.json()["id"] / "job.json"
     assert str(platform_of(held).datasets.path(prompts)) in job_file.read_text()
+
+
+def test_rlhf_settings_given_once_reach_every_stage(held: TestClient) -> None:
+    """They were dropped with the proposal (which holds the stages only), unchecked."""
+    demos = add_dataset(held, EXAMPLES / "rlhf" / "demos.jsonl", "chat")
+    pairs = add_dataset(held, EXAMPLES / "preferences" / "train.jsonl", "preferences")
+    prompts = add_dataset(held, EXAMPLES / "rlhf" / "prompts.jsonl", "problems")
+    stages = {"rm": {"dataset_id": pairs}, "rl": {"dataset_id": prompts}}
+    body = {"algorithm": "rlhf", "dataset_id": demos, "config": {**stages, "lora_rank": 8}}
+    created = held.post("/api/jobs", json=body)
+    assert created.status_code == 201, created.text
+    assert created.json()["config"]["lora_rank"] == 8
+    job_file = platform_of(held).settings.runs_dir / created.json()["id"] / "job.json"
+    section = json.loads(job_file.read_text())["section"]
+    assert [section[stage]["lora_rank"] for stage in ("sl", "rm", "rl")] == [8, 8, 8]
+    refused = held.post("/api/jobs", json={**body, "config": {**stages, "lora_rnk": 8}})
+    assert refused.status_code == 422
+    assert refused.json()["problems"] == ["config.lora_rnk: Extra inputs are not permitted"]
 
 
 def test_a_tinker_job_needs_a_stored_key(held: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:

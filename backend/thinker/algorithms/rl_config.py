@@ -27,39 +27,146 @@ class RLConfig(BaseModel):
 
     model_config = STRICT_NUMBERS  # extra keys refused, and NaN or infinities (see bounds.py)
 
-    base_model: str = "thinker/tiny"
-    backend: Literal["local", "tinker"] = "local"
-    quantization: Literal["4bit"] | None = None  # local + CUDA only
-    init_from: str | None = None  # a state path to start from (e.g. the SL warm start)
-    dataset: Path  # JSONL of problems: {"prompt" | "messages", "answer"?, "tests"?}
-    eval_dataset: Path | None = None  # None = hold out `eval_fraction` of `dataset`
-    eval_fraction: Number = Field(0.1, ge=0.0, lt=1.0)
-    renderer: str | None = None  # None = the base model's default renderer
-    reward: RewardConfig = Field(default_factory=RewardConfig)
-    lora_rank: StrictInt = Field(32, gt=0, le=MAX_LORA_RANK)
-    group_size: StrictInt = Field(8, ge=2, le=MAX_GROUP)  # completions per prompt
-    groups_per_batch: StrictInt = Field(8, gt=0, le=MAX_BATCH)  # prompts per step
-    max_tokens: StrictInt = Field(32, gt=0, le=MAX_TOKENS)  # per completion
-    temperature: Number = Field(1.0, gt=0, le=MAX_TEMPERATURE)
-    loss_fn: Literal["importance_sampling", "ppo", "cispo", "dro"] = "importance_sampling"
-    loss_fn_config: dict[str, Number] = Field(default_factory=dict)  # e.g. clip thresholds, beta
-    drop_constant_groups: bool = True  # groups whose rewards are all equal carry no signal
-    kl_coef: Number = Field(0.0, ge=0, le=100)  # penalty on the sampled KL to the base; 0 = off
-    num_substeps: StrictInt = Field(1, gt=0, le=100)  # optimizer steps per batch of rollouts
-    max_steps: StrictInt = Field(20, gt=0, le=MAX_STEPS)
-    learning_rate: Number = Field(1e-4, gt=0, le=1)
-    lr_schedule: Literal["linear", "cosine", "constant"] = "constant"
-    warmup_steps: StrictInt = Field(0, ge=0, le=MAX_STEPS)
-    beta1: Number = Field(0.9, ge=0, lt=1)
-    beta2: Number = Field(0.95, ge=0, lt=1)
-    eps: Number = Field(1e-8, gt=0, le=1)
-    weight_decay: Number = Field(0.0, ge=0, le=1)
-    grad_clip_norm: Number = Field(1.0, ge=0)  # 0 = no clipping
-    eval_every: StrictInt = Field(5, ge=0, le=MAX_STEPS)  # steps between held-out reward evals;
-    # 0 = at the end
-    save_every: StrictInt = Field(10, ge=0, le=MAX_STEPS)  # steps between checkpoints; 0 = at end
-    seed: StrictInt = Field(0, ge=0, le=MAX_SEED)
-    log_path: Path = Path("runs/rl")  # the run directory
+    base_model: str = Field(
+        "thinker/tiny",
+        description="The model whose weights load: a hub id, a directory on the server, or a "
+        "built-in (thinker/tiny trains in seconds on a CPU).",
+    )
+    backend: Literal["local", "tinker"] = Field(
+        "local", description="Where it trains: local (this machine) or tinker (Tinker's GPUs)."
+    )
+    quantization: Literal["4bit"] | None = Field(
+        None,
+        description="4bit: QLoRA, the base weights quantized through bitsandbytes (the local "
+        "backend on CUDA only); null: the base weights as they are.",
+    )
+    init_from: str | None = Field(
+        None,
+        description="A training state (thinker://.../weights/...) to start from, e.g. an SL "
+        "warm start; null: a fresh adapter.",
+    )
+    dataset: Path = Field(
+        description='JSONL of problems: {"prompt" | "messages", "answer"?, "tests"?} per line.'
+    )
+    eval_dataset: Path | None = Field(
+        None,
+        description="A held-out set of the same kind of rows; null: hold out eval_fraction of "
+        "the dataset.",
+    )
+    eval_fraction: Number = Field(
+        0.1,
+        ge=0.0,
+        lt=1.0,
+        description="The share of the dataset held out for evaluation when no eval_dataset is "
+        "given (0: none).",
+    )
+    renderer: str | None = Field(
+        None,
+        description="How conversations become tokens; null: the base model's default renderer.",
+    )
+    reward: RewardConfig = Field(
+        default_factory=RewardConfig,
+        description="What scores a completion: its answer against the reference (exact_match), "
+        "a pattern, unit tests, your function, or a reward model.",
+    )
+    lora_rank: StrictInt = Field(
+        32,
+        gt=0,
+        le=MAX_LORA_RANK,
+        description="The adapter's rank, its capacity; 32 suits most datasets.",
+    )
+    group_size: StrictInt = Field(
+        8,
+        ge=2,
+        le=MAX_GROUP,
+        description="Completions sampled per prompt; each one's advantage is its reward minus "
+        "its group's mean.",
+    )
+    groups_per_batch: StrictInt = Field(
+        8, gt=0, le=MAX_BATCH, description="Prompts per step, each sampled group_size times."
+    )
+    max_tokens: StrictInt = Field(
+        32,
+        gt=0,
+        le=MAX_TOKENS,
+        description="Tokens per completion; leave room above the longest good answer.",
+    )
+    temperature: Number = Field(
+        1.0,
+        gt=0,
+        le=MAX_TEMPERATURE,
+        description="Sampling temperature of the rollouts; it must leave room to explore.",
+    )
+    loss_fn: Literal["importance_sampling", "ppo", "cispo", "dro"] = Field(
+        "importance_sampling", description="The policy-gradient loss."
+    )
+    loss_fn_config: dict[str, Number] = Field(
+        default_factory=dict,
+        description="The loss's own settings, e.g. clip thresholds; dro needs its beta.",
+    )
+    # A group whose rewards are all equal has zero advantages: it carries no signal.
+    drop_constant_groups: bool = Field(
+        True, description="Leave out of the step the groups whose rewards are all equal."
+    )
+    kl_coef: Number = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="Penalty on the sampled KL divergence from the base model; 0: off.",
+    )
+    num_substeps: StrictInt = Field(
+        1, gt=0, le=100, description="Optimizer steps per batch of rollouts."
+    )
+    max_steps: StrictInt = Field(
+        20, gt=0, le=MAX_STEPS, description="RL steps: each samples, scores and trains once."
+    )
+    learning_rate: Number = Field(
+        1e-4,
+        gt=0,
+        le=1,
+        description="The learning rate; for pretrained models 1e-5 to 4e-5 (too high collapses "
+        "the policy).",
+    )
+    lr_schedule: Literal["linear", "cosine", "constant"] = Field(
+        "constant",
+        description="How the learning rate changes over the run: linear or cosine decay to 0 at "
+        "the last step, or constant.",
+    )
+    warmup_steps: StrictInt = Field(
+        0,
+        ge=0,
+        le=MAX_STEPS,
+        description="Steps over which the learning rate rises from 0 to its peak.",
+    )
+    beta1: Number = Field(0.9, ge=0, lt=1, description="Adam's decay of the gradient's mean.")
+    beta2: Number = Field(
+        0.95, ge=0, lt=1, description="Adam's decay of the squared gradient's mean."
+    )
+    eps: Number = Field(1e-8, gt=0, le=1, description="Adam's epsilon, added to the denominator.")
+    weight_decay: Number = Field(0.0, ge=0, le=1, description="AdamW's weight decay.")
+    grad_clip_norm: Number = Field(
+        1.0, ge=0, description="The most the gradient's global norm may be; 0: no clipping."
+    )
+    eval_every: StrictInt = Field(
+        5,
+        ge=0,
+        le=MAX_STEPS,
+        description="Steps between evaluations of the mean reward on the held-out problems; 0: "
+        "only at the end.",
+    )
+    save_every: StrictInt = Field(
+        10,
+        ge=0,
+        le=MAX_STEPS,
+        description="Steps between checkpoints, each a model in the library; 0: only at the end.",
+    )
+    seed: StrictInt = Field(
+        0,
+        ge=0,
+        le=MAX_SEED,
+        description="Seeds the adapter's initial weights, the held-out split and the data order.",
+    )
+    log_path: Path = Field(Path("runs/rl"), description="The run directory.")
 
     @model_validator(mode="after")
     def _loss_fn_config_fits_the_loss(self) -> RLConfig:

@@ -90,7 +90,8 @@ class RLHFConfig(BaseModel):
             # dump of this config under another log_path, is replaced).
             section = {**section, **shared, "log_path": log_path / stage}
             if stage == "rl":
-                reward = _as_dict(section.get("reward")) or {}
+                reward = _as_dict(section.get("reward"))
+                reward = {} if reward is None else reward  # null as left out; false is no mapping
                 if isinstance(reward, dict):
                     section["reward"] = {"type": "reward_model", **reward}
                     problems += _rl_problems(section)

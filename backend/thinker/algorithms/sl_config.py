@@ -25,33 +25,126 @@ class SLConfig(BaseModel):
 
     model_config = STRICT_NUMBERS  # extra keys refused, and NaN or infinities (see bounds.py)
 
-    base_model: str = "thinker/tiny"  # hub id, local directory, or a built-in thinker/... model
-    backend: Literal["local", "tinker"] = "local"
-    quantization: Literal["4bit"] | None = None  # local + CUDA only: QLoRA through bitsandbytes
-    init_from: str | None = None  # a state path (thinker://.../weights/...) to start from
-    dataset: Path  # JSONL: {"messages": [...]} or {"prompt": ..., "completion": ...} per line
-    eval_dataset: Path | None = None  # None = hold out `eval_fraction` of `dataset`
-    eval_fraction: Number = Field(0.1, ge=0.0, lt=1.0)
-    renderer: str | None = None  # None = the base model's default renderer
-    train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE
-    max_length: StrictInt = Field(1024, gt=1, le=MAX_TOKENS)  # tokens; longer are truncated
-    lora_rank: StrictInt = Field(32, gt=0, le=MAX_LORA_RANK)
-    batch_size: StrictInt = Field(16, gt=0, le=MAX_BATCH)  # examples per optimizer step
-    micro_batch_size: StrictInt | None = Field(None, gt=0, le=MAX_BATCH)  # examples per pass;
-    # None = as many as fit in free memory (a step accumulates ceil(batch / micro) passes)
-    num_epochs: StrictInt = Field(1, gt=0, le=MAX_EPOCHS)
-    max_steps: StrictInt | None = Field(None, gt=0, le=MAX_STEPS)  # None = num_epochs over the data
-    learning_rate: Number = Field(1e-4, gt=0, le=1)
-    lr_schedule: Literal["linear", "cosine", "constant"] = "linear"  # decay to 0 at the last step
-    warmup_steps: StrictInt = Field(0, ge=0, le=MAX_STEPS)
-    beta1: Number = Field(0.9, ge=0, lt=1)
-    beta2: Number = Field(0.95, ge=0, lt=1)
-    eps: Number = Field(1e-8, gt=0, le=1)
-    weight_decay: Number = Field(0.0, ge=0, le=1)
-    grad_clip_norm: Number = Field(1.0, ge=0)  # global-norm clipping; 0 = none. The loss is a
-    # token sum, so unclipped norms run in the hundreds: the shipped examples only learn clipped.
-    eval_every: StrictInt = Field(10, ge=0, le=MAX_STEPS)  # steps between held-out NLL evals;
-    # 0 = only at the end
-    save_every: StrictInt = Field(20, ge=0, le=MAX_STEPS)  # steps between checkpoints; 0 = at end
-    seed: StrictInt = Field(0, ge=0, le=MAX_SEED)
-    log_path: Path = Path("runs/sl")  # the run directory
+    base_model: str = Field(
+        "thinker/tiny",
+        description="The model whose weights load: a hub id, a directory on the server, or a "
+        "built-in (thinker/tiny trains in seconds on a CPU).",
+    )
+    backend: Literal["local", "tinker"] = Field(
+        "local", description="Where it trains: local (this machine) or tinker (Tinker's GPUs)."
+    )
+    quantization: Literal["4bit"] | None = Field(
+        None,
+        description="4bit: QLoRA, the base weights quantized through bitsandbytes (the local "
+        "backend on CUDA only); null: the base weights as they are.",
+    )
+    init_from: str | None = Field(
+        None,
+        description="A training state (thinker://.../weights/...) to start from; null: a fresh "
+        "adapter.",
+    )
+    dataset: Path = Field(
+        description='JSONL: {"messages": [...]} or {"prompt": ..., "completion": ...} per line.'
+    )
+    eval_dataset: Path | None = Field(
+        None,
+        description="A held-out set of the same kind of rows; null: hold out eval_fraction of "
+        "the dataset.",
+    )
+    eval_fraction: Number = Field(
+        0.1,
+        ge=0.0,
+        lt=1.0,
+        description="The share of the dataset held out for evaluation when no eval_dataset is "
+        "given (0: none).",
+    )
+    renderer: str | None = Field(
+        None,
+        description="How conversations become tokens; null: the base model's default renderer.",
+    )
+    train_on_what: TrainOnWhat = Field(
+        TrainOnWhat.LAST_ASSISTANT_MESSAGE,
+        description="Which tokens the loss trains on; the others are context only.",
+    )
+    max_length: StrictInt = Field(
+        1024,
+        gt=1,
+        le=MAX_TOKENS,
+        description="Tokens per example; longer ones are cut at the end.",
+    )
+    lora_rank: StrictInt = Field(
+        32,
+        gt=0,
+        le=MAX_LORA_RANK,
+        description="The adapter's rank, its capacity; 32 suits most datasets.",
+    )
+    batch_size: StrictInt = Field(
+        16, gt=0, le=MAX_BATCH, description="Examples per optimizer step."
+    )
+    micro_batch_size: StrictInt | None = Field(
+        None,
+        gt=0,
+        le=MAX_BATCH,
+        description="Examples per forward/backward pass (a step accumulates ceil(batch / micro) "
+        "passes); null: as many as fit in free memory, as the job log explains.",
+    )
+    num_epochs: StrictInt = Field(
+        1,
+        gt=0,
+        le=MAX_EPOCHS,
+        description="Passes over the data; ignored when max_steps is set.",
+    )
+    max_steps: StrictInt | None = Field(
+        None,
+        gt=0,
+        le=MAX_STEPS,
+        description="Optimizer steps to train; null: num_epochs passes over the data.",
+    )
+    learning_rate: Number = Field(
+        1e-4,
+        gt=0,
+        le=1,
+        description="The peak learning rate. LoRA wants about 10x the full fine-tuning rate; "
+        "halve it if the loss swings or climbs.",
+    )
+    lr_schedule: Literal["linear", "cosine", "constant"] = Field(
+        "linear",
+        description="How the learning rate changes over the run: linear or cosine decay to 0 at "
+        "the last step, or constant.",
+    )
+    warmup_steps: StrictInt = Field(
+        0,
+        ge=0,
+        le=MAX_STEPS,
+        description="Steps over which the learning rate rises from 0 to its peak.",
+    )
+    beta1: Number = Field(0.9, ge=0, lt=1, description="Adam's decay of the gradient's mean.")
+    beta2: Number = Field(
+        0.95, ge=0, lt=1, description="Adam's decay of the squared gradient's mean."
+    )
+    eps: Number = Field(1e-8, gt=0, le=1, description="Adam's epsilon, added to the denominator.")
+    weight_decay: Number = Field(0.0, ge=0, le=1, description="AdamW's weight decay.")
+    # The loss is a token sum, so unclipped norms run in the hundreds: the shipped examples
+    # only learn clipped.
+    grad_clip_norm: Number = Field(
+        1.0, ge=0, description="The most the gradient's global norm may be; 0: no clipping."
+    )
+    eval_every: StrictInt = Field(
+        10,
+        ge=0,
+        le=MAX_STEPS,
+        description="Steps between held-out NLL evaluations; 0: only at the end.",
+    )
+    save_every: StrictInt = Field(
+        20,
+        ge=0,
+        le=MAX_STEPS,
+        description="Steps between checkpoints, each a model in the library; 0: only at the end.",
+    )
+    seed: StrictInt = Field(
+        0,
+        ge=0,
+        le=MAX_SEED,
+        description="Seeds the adapter's initial weights, the held-out split and the data order.",
+    )
+    log_path: Path = Field(Path("runs/sl"), description="The run directory.")

@@ -22,8 +22,6 @@ from typing import Any, Protocol
 from thinker.files import JsonlTail
 from thinker.runs import RunDir
 
-ACTIVE_STATES = ("starting", "running")
-
 
 class EventSink(Protocol):
     """Where the job manager sends the events it reads from run directories (the server's

@@ -41,16 +41,18 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
 from thinker.errors import ConfigError, ConflictError, NotFoundError
 from thinker.files import is_disk_full, storage_error, write_json_atomically
-from thinker.jobs.events import ACTIVE_STATES, EventSink, EventTail, append_event
+from thinker.jobs.events import EventSink, EventTail, append_event
 from thinker.jobs.executor import Executor, Launch, WorkerRef
 from thinker.jobs.spec import DatasetRef, build_spec, config_problems
 from thinker.jobs.start import (
     StartPoint,
     check_dataset_files,
     fit_problems,
+    job_config,
     proposal_for,
     resolve_start,
 )
+from thinker.jobs.states import ACTIVE_STATES, RESUMABLE_STATES, JobState
 from thinker.runs import CheckpointRecord, MetricsTail, RunDir
 from thinker.secrets import read_secret
 from thinker.settings import Settings
@@ -64,15 +66,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("thinker.jobs")
 
 # For each state a worker (or the reaper) reports, the states it may replace.
-_FROM: dict[str, tuple[str, ...]] = {
-    "running": ("starting",),
-    "succeeded": ACTIVE_STATES,
-    "failed": ACTIVE_STATES,
-    "cancelled": ACTIVE_STATES,
-    "paused": ACTIVE_STATES,
-    "interrupted": ACTIVE_STATES,
+_FROM: dict[str, tuple[JobState, ...]] = {
+    JobState.RUNNING: (JobState.STARTING,),
+    JobState.SUCCEEDED: ACTIVE_STATES,
+    JobState.FAILED: ACTIVE_STATES,
+    JobState.CANCELLED: ACTIVE_STATES,
+    JobState.PAUSED: ACTIVE_STATES,
+    JobState.INTERRUPTED: ACTIVE_STATES,
 }
-RESUMABLE = ("paused", "interrupted", "failed")
+# A job a worker holds, or one that will get a worker without being asked: not deletable.
+_NOT_DELETABLE = (JobState.QUEUED, *ACTIVE_STATES)
 METRICS_TAILS = 32  # jobs whose parsed metrics are kept between reads (least recent go)
 
 
@@ -180,7 +183,7 @@ class JobManager:
         start, proposal, lookup = await self.propose(
             algorithm, backend, base_model, dataset_id, config
         )
-        config = proposal.request_config()  # what the request gave, the rest proposed
+        config = job_config(algorithm, proposal, config)  # as given, the rest proposed
         spec = build_spec(
             algorithm,
             backend,
@@ -201,7 +204,7 @@ class JobManager:
             parent_model_id=start.parent.id if start.parent is not None else None,
             dataset_id=dataset_id,
             config=config,
-            state="queued",
+            state=JobState.QUEUED,
             priority=priority,
             resource=self._resource(backend),
             idempotency_key=idempotency_key,
@@ -247,7 +250,7 @@ class JobManager:
         try:
             run.path.mkdir(parents=True)
             write_json_atomically(run.job, record)
-            append_event(run.path, "state", {"state": "queued"})
+            append_event(run.path, "state", {"state": JobState.QUEUED})
         except OSError as e:
             shutil.rmtree(run.path, ignore_errors=True)
             raise storage_error(e, "creating the job's run directory", run.path.parent) from e
@@ -312,20 +315,21 @@ class JobManager:
 
     async def cancel(self, job_id: str) -> Job:
         """Cancel a job: at once if nothing runs, else by stopping its worker."""
-        return await self._stop(job_id, "cancel", "cancelled", ("queued", "paused", "interrupted"))
+        direct = (JobState.QUEUED, JobState.PAUSED, JobState.INTERRUPTED)
+        return await self._stop(job_id, "cancel", JobState.CANCELLED, direct)
 
     async def pause(self, job_id: str) -> Job:
         """Pause a job: its worker stops at once; resume continues from the last checkpoint
         (the steps after it are trained again)."""
-        return await self._stop(job_id, "pause", "paused", ("queued",))
+        return await self._stop(job_id, "pause", JobState.PAUSED, (JobState.QUEUED,))
 
     async def resume(self, job_id: str) -> Job:
         """Queue a paused, interrupted or failed job again; it resumes from its last checkpoint."""
         job = await self.get(job_id)
         changed = await self._cas(
             job_id,
-            RESUMABLE,
-            "queued",
+            RESUMABLE_STATES,
+            JobState.QUEUED,
             reason=None,
             stop_request=None,
             log_tail=None,
@@ -336,24 +340,25 @@ class JobManager:
             report=None,
         )
         if not changed:
+            resumable = ", ".join(RESUMABLE_STATES)
             raise ConflictError(
-                f"job {job_id} is {job.state}; only {', '.join(RESUMABLE)} jobs can be resumed"
+                f"job {job_id} is {job.state}; only {resumable} jobs can be resumed"
             )
         with contextlib.suppress(FileNotFoundError):
             self.run_dir(job_id).control.unlink()
-        self._append(job_id, "state", {"state": "queued", "resumed": True})
+        self._append(job_id, "state", {"state": JobState.QUEUED, "resumed": True})
         return await self.get(job_id)
 
     async def delete(self, job_id: str) -> None:
         """Delete a job that is not running, with its run directory and its models."""
         job = await self.get(job_id)
-        if job.state in ("queued", *ACTIVE_STATES):
+        if job.state in _NOT_DELETABLE:
             raise ConflictError(f"job {job_id} is {job.state}; cancel it before deleting it")
         async with self.sessions() as session:
             models = (await session.scalars(select(Model.id).where(Model.job_id == job_id))).all()
             await session.execute(delete(Model).where(Model.job_id == job_id))
             result = await session.execute(
-                delete(Job).where(Job.id == job_id, Job.state.not_in(("queued", *ACTIVE_STATES)))
+                delete(Job).where(Job.id == job_id, Job.state.not_in(_NOT_DELETABLE))
             )
             await session.commit()
         if result.rowcount != 1:  # type: ignore[attr-defined]
@@ -375,14 +380,16 @@ class JobManager:
             rows = await session.execute(select(Job.state, func.count()).group_by(Job.state))
             return {state: n for state, n in rows.all()}
 
-    async def _stop(self, job_id: str, request: str, state: str, direct: tuple[str, ...]) -> Job:
+    async def _stop(
+        self, job_id: str, request: str, state: JobState, direct: tuple[JobState, ...]
+    ) -> Job:
         job = await self.get(job_id)
         if await self._cas(
             job_id,
             direct,
             state,
             reason=f"{request} requested",
-            finished_at=now() if state == "cancelled" else None,
+            finished_at=now() if state == JobState.CANCELLED else None,
         ):
             self._append(job_id, "state", {"state": state, "reason": f"{request} requested"})
             return await self.get(job_id)
@@ -413,7 +420,7 @@ class JobManager:
         return "gpu" if self.gpus > 0 else "cpu"
 
     async def _cas(
-        self, job_id: str, expected: tuple[str, ...], state: str | None, **values: Any
+        self, job_id: str, expected: tuple[JobState, ...], state: JobState | None, **values: Any
     ) -> bool:
         """Set `state` (and `values`) only if the job is in one of `expected` states."""
         if state is not None:
@@ -461,8 +468,8 @@ class JobManager:
         """Fail a job the manager cannot handle, and stop its worker if it has one."""
         failed = await self._cas(
             job.id,
-            ("queued", *ACTIVE_STATES),
-            "failed",
+            (JobState.QUEUED, *ACTIVE_STATES),
+            JobState.FAILED,
             reason=reason,
             finished_at=now(),
             device=None,
@@ -471,7 +478,7 @@ class JobManager:
         if not failed:
             return
         with contextlib.suppress(OSError):  # the row says it; the event tells live clients
-            self._append(job.id, "state", {"state": "failed", "reason": reason})
+            self._append(job.id, "state", {"state": JobState.FAILED, "reason": reason})
         self.executor.terminate(_worker(job))
 
     async def _apply_new_events(self, job: Job) -> None:
@@ -516,16 +523,16 @@ class JobManager:
         if state not in _FROM or job.state not in _FROM[state]:
             return  # the server's own transitions (already in the row), or a lost race
         job.state = state
-        if state == "running":
+        if state == JobState.RUNNING:
             job.pid = data.get("pid", job.pid)
             return
         job.reason = data.get("reason")
         job.log_tail = data.get("log_tail")
         job.device = None
         job.finished_at = now()
-        if state == "succeeded":
+        if state == JobState.SUCCEEDED:
             job.step = _count(data, "steps", job.step)
-        if state == "failed":
+        if state == JobState.FAILED:
             job.retryable = data.get("retryable")
 
     async def _add_model(self, session: Any, job: Job, data: dict[str, Any]) -> None:
@@ -605,8 +612,8 @@ class JobManager:
         """A job whose worker is gone: interrupted (cancelled or paused if that was asked)."""
         self._stale.discard(job.id)
         fresh = await self.get(job.id)
-        state = {"cancel": "cancelled", "pause": "paused"}.get(fresh.stop_request or "")
-        state = state or "interrupted"
+        stopped = {"cancel": JobState.CANCELLED, "pause": JobState.PAUSED}
+        state = stopped.get(fresh.stop_request or "", JobState.INTERRUPTED)
         tail = self.run_dir(job.id).log_tail()
         self._append(job.id, "state", {"state": state, "reason": reason, "log_tail": tail})
         await self._apply_new_events(job)
@@ -653,7 +660,7 @@ class JobManager:
             queued = (
                 await session.scalars(
                     select(Job)
-                    .where(Job.state == "queued")
+                    .where(Job.state == JobState.QUEUED)
                     .order_by(Job.priority.desc(), Job.created_at, Job.id)
                 )
             ).all()
@@ -690,8 +697,8 @@ class JobManager:
     async def _launch(self, job: Job, device: str | None) -> bool:
         started = await self._cas(
             job.id,
-            ("queued",),
-            "starting",
+            (JobState.QUEUED,),
+            JobState.STARTING,
             device=device,
             started_at=now(),
             attempts=job.attempts + 1,
@@ -701,7 +708,9 @@ class JobManager:
         if not started:
             return False
         self._append(
-            job.id, "state", {"state": "starting", "device": device, "attempt": job.attempts + 1}
+            job.id,
+            "state",
+            {"state": JobState.STARTING, "device": device, "attempt": job.attempts + 1},
         )
         key = self._tinker_key() if job.backend == "tinker" else None
         launch = Launch(
@@ -715,12 +724,14 @@ class JobManager:
             worker = self.executor.launch(launch)
         except OSError as e:
             self._append(
-                job.id, "state", {"state": "failed", "reason": f"could not start the worker: {e}"}
+                job.id,
+                "state",
+                {"state": JobState.FAILED, "reason": f"could not start the worker: {e}"},
             )
             await self._cas(
                 job.id,
-                ("starting",),
-                "failed",
+                (JobState.STARTING,),
+                JobState.FAILED,
                 finished_at=now(),
                 reason=f"could not start the worker: {e}",
                 device=None,

@@ -17,11 +17,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from thinker.data.kinds import TRAINS_ON
 from thinker.errors import ConfigError
+from thinker.jobs.request_config import SERVER_SET, json_type_problems
 from thinker.pipeline.config import TrainingConfig, find_secrets, format_error
 
 RLHF_STAGE_ALGORITHMS = {"sl": "sl", "rm": "rm", "rl": "rl"}
-# Keys that would name files or checkpoints outside the job: the server sets them.
-SERVER_SET = ("dataset", "eval_dataset", "log_path", "init_from", "reference_path")
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(TrainingConfig)
 _MISSING = "/nonexistent/dataset.jsonl"
 
@@ -56,7 +55,7 @@ def build_spec(
     problem (with `problems` found before). `server_set` holds the SERVER_SET values the
     server itself chose (a continued model's `init_from` and DPO `reference_path`)."""
     raw = _copy(config)
-    problems = [*(problems or []), *_request_problems(raw)]
+    problems = [*(problems or []), *json_type_problems(algorithm, config), *_request_problems(raw)]
     datasets: dict[str, DatasetRef] = {}
     parts = _parts(algorithm, raw, problems)
     for where, part, stage_algorithm, top in parts:
@@ -81,19 +80,28 @@ def config_problems(
     """The problems of a request's own settings, its datasets aside (what a proposal refuses:
     a proposal is asked for before every dataset is chosen)."""
     raw = _copy(config)
-    problems = _request_problems(raw)
+    problems = [*json_type_problems(algorithm, config), *_request_problems(raw)]
     if algorithm == "rlhf":
         for stage in RLHF_STAGE_ALGORITHMS:
             raw.setdefault(stage, {})
     for where, part, _, top in _parts(algorithm, raw, problems):
         problems += _server_set_keys(part, where)
         if not top:
-            part.pop("dataset_id", None)
+            problems += _id_problems(part.pop("dataset_id", None), f"{where}.dataset_id")
         part["dataset"] = _MISSING
-        if part.pop("eval_dataset_id", None) is not None:
+        eval_id = part.pop("eval_dataset_id", None)
+        problems += _id_problems(eval_id, f"{where}.eval_dataset_id")
+        if eval_id is not None:
             part["eval_dataset"] = _MISSING
     _validate(raw, algorithm, backend, base_model, {}, problems)
     return list(dict.fromkeys(problems))
+
+
+def _id_problems(dataset_id: object, field: str) -> list[str]:
+    """A dataset id that is not one (the datasets themselves may not be chosen yet)."""
+    if dataset_id is None or isinstance(dataset_id, str):
+        return []
+    return [f"{field}: Input should be a valid string"]
 
 
 def _request_problems(raw: dict[str, Any]) -> list[str]:

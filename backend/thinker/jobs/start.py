@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
 from thinker.bounds import MAX_STEPS
 from thinker.engine.local import checkpoints
 from thinker.engine.local.hub import ModelFacts, inspect_model
@@ -193,6 +194,16 @@ def proposal_for(
         ref = lookup(ds_id) if isinstance(ds_id, str) else None
         facts[role] = dataset_facts(ref) if ref else DataFacts("", 0)
     return propose(algorithm, start.facts, facts, config, continues=start.parent is not None)
+
+
+def job_config(algorithm: str, proposal: Proposal, given: dict[str, Any]) -> dict[str, Any]:
+    """The config a job is created with: what the request gave, the rest proposed. An rlhf
+    proposal holds its stages only: the settings given once for all three (lora_rank, seed,
+    ...) are kept from the request, else they would be neither used nor checked."""
+    config = proposal.request_config()
+    if algorithm != "rlhf":
+        return config
+    return {**{k: v for k, v in given.items() if k not in RLHF_STAGES}, **config}
 
 
 def fit_problems(

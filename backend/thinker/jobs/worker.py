@@ -31,6 +31,7 @@ from thinker.data import dataset_sha256
 from thinker.errors import BackendError, CheckpointError, ConfigError, DatasetError, ThinkerError
 from thinker.files import is_disk_full, storage_error, write_json_atomically
 from thinker.jobs.events import append_event
+from thinker.jobs.states import JobState
 from thinker.pipeline.config import TrainingConfig, TrainingSection
 from thinker.pipeline.metadata import (
     git_commit,
@@ -133,7 +134,7 @@ def run(run_dir: Path) -> int:
     _reserve_room(run_dir)
     stop = threading.Event()
     threading.Thread(target=_heartbeat, args=(run_dir, stop), daemon=True).start()
-    append_event(run_dir, "state", {"state": "running", "pid": os.getpid()})
+    append_event(run_dir, "state", {"state": JobState.RUNNING, "pid": os.getpid()})
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
     where = f" (CUDA_VISIBLE_DEVICES={gpus})" if gpus else ""
     print(
@@ -146,8 +147,8 @@ def run(run_dir: Path) -> int:
         _report(run_dir, spec, section, result)
     except KeyboardInterrupt:
         _release_room(run_dir)
-        state = {"cancel": "cancelled", "pause": "paused"}.get(_stop_requested(run_dir) or "")
-        state = state or "interrupted"
+        stopped = {"cancel": JobState.CANCELLED, "pause": JobState.PAUSED}
+        state = stopped.get(_stop_requested(run_dir) or "", JobState.INTERRUPTED)
         print(f"[thinker] stopped: {state}", flush=True)
         append_event(
             run_dir,
@@ -155,7 +156,7 @@ def run(run_dir: Path) -> int:
             {
                 "state": state,
                 "reason": "stopped by request"
-                if state != "interrupted"
+                if state != JobState.INTERRUPTED
                 else "worker was terminated",
             },
         )
@@ -165,7 +166,7 @@ def run(run_dir: Path) -> int:
         traceback.print_exc()
         reason = scrub(_describe(e, run_dir), secrets)
         failed = {
-            "state": "failed",
+            "state": JobState.FAILED,
             "reason": reason,
             "log_tail": RunDir(run_dir).log_tail(),
         }
@@ -180,7 +181,7 @@ def run(run_dir: Path) -> int:
         "sampler_path": result.sampler_path,
     }
     _release_room(run_dir)
-    append_event(run_dir, "state", {"state": "succeeded", **succeeded})
+    append_event(run_dir, "state", {"state": JobState.SUCCEEDED, **succeeded})
     return 0
 
 

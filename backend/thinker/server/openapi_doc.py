@@ -11,6 +11,7 @@ parameters or a body, 400 from a body (one that cannot be parsed), 404 from a pa
 from __future__ import annotations
 
 import json
+import re
 from http import HTTPStatus
 from typing import Any, NotRequired
 
@@ -99,7 +100,7 @@ def _with_errors(spec: dict[str, Any], app: FastAPI) -> dict[str, Any]:
     for route in _api_routes(app):
         for method in route.methods:
             _document(spec["paths"][route.path_format][method.lower()], route, method)
-    _drop_unused(components["schemas"], spec["paths"], ("HTTPValidationError", "ValidationError"))
+    _drop_unused(components["schemas"], spec["paths"])
     if any("security" in op for ops in spec["paths"].values() for op in ops.values()):
         components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
     return spec
@@ -167,9 +168,24 @@ def _body(answer: dict[str, Any], openai: bool) -> dict[str, Any]:
     return {"anyOf": [declared, generic]}
 
 
-def _drop_unused(schemas: dict[str, Any], paths: dict[str, Any], names: tuple[str, ...]) -> None:
-    """FastAPI's default 422 schemas, once nothing refers to them."""
-    for name in names:
-        others = {k: v for k, v in schemas.items() if k != name}
-        if REF.format(model=name) not in json.dumps([paths, others]):
-            schemas.pop(name, None)
+def _drop_unused(schemas: dict[str, Any], paths: dict[str, Any]) -> None:
+    """The schemas nothing in `paths` refers to, even through other schemas: FastAPI's default
+    422 ones, and the models a body is read as where the document shows another
+    (`PlainValidator(..., json_schema_input_type=...)`)."""
+    used: set[str] = set()
+    todo = _refs(paths)
+    while todo:
+        name = todo.pop()
+        if name not in used and name in schemas:
+            used.add(name)
+            todo |= _refs(schemas[name])
+    for name in set(schemas) - used:
+        del schemas[name]
+
+
+def _refs(node: Any) -> set[str]:
+    """The names of the schemas `node` refers to."""
+    return set(_REF.findall(json.dumps(node)))
+
+
+_REF = re.compile('"' + re.escape(REF.format(model="")) + '([^"]+)"')

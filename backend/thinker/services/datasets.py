@@ -35,13 +35,12 @@ from thinker.data.formats import detect_format
 from thinker.data.kinds import DatasetKind
 from thinker.errors import ConfigError, ConflictError, DamagedError, NotFoundError, ThinkerError
 from thinker.files import storage_guard
+from thinker.jobs.states import UNFINISHED_STATES
 from thinker.names import check_name
 from thinker.services.dataset_files import Plan, convert, plan_for, temp_path
 from thinker.settings import Settings
 from thinker.store import Dataset, Job, Model, new_id, now
 
-# A job in one of these states may still read its datasets (the rest are final).
-UNFINISHED_STATES = ("queued", "starting", "running", "paused", "interrupted")
 MIB = 1 << 20
 CHUNK_BYTES = MIB
 NAME_CHARS = 200  # the column's width

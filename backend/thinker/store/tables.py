@@ -64,8 +64,7 @@ class Job(Base):
     base_model: Mapped[str] = mapped_column(String(300))
     dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id"), index=True)
     config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the algorithm's config as given
-    # queued | starting | running | succeeded | failed | cancelled | paused | interrupted
-    state: Mapped[str] = mapped_column(String(16), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)  # a thinker.jobs.states.JobState
     reason: Mapped[str | None] = mapped_column(Text)  # why it failed / stopped
     log_tail: Mapped[str | None] = mapped_column(Text)  # the worker's last lines, on failure
     priority: Mapped[int] = mapped_column(Integer, default=0)  # higher runs first

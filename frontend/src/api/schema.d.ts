@@ -267,8 +267,8 @@ export interface paths {
         };
         /**
          * Read Config Schema
-         * @description Each algorithm's settings as JSON Schema (types and ranges): the forms check fields
-         *     with the server's own rules.
+         * @description Each algorithm config class's JSON Schema (types, ranges, descriptions), as pipeline
+         *     YAML files give them; a job request's config is in the OpenAPI document (JobCreate).
          */
         get: operations["read_config_schema"];
         put?: never;
@@ -892,6 +892,209 @@ export interface components {
             /** Data */
             data: components["schemas"]["CheckpointPublic"][];
         };
+        /**
+         * DPOJobConfig
+         * @description The settings of a DPO job; each left out takes its default or the server's proposal.
+         */
+        DPOJobConfig: {
+            /**
+             * Batch Size
+             * @description Preference pairs per optimizer step. Left out, the server proposes it from the data and the base model.
+             */
+            batch_size?: number;
+            /**
+             * Beta
+             * @description DPO's beta: the pull towards the reference; higher stays closer to it.
+             * @default 0.1
+             */
+            beta: number;
+            /**
+             * Beta1
+             * @description Adam's decay of the gradient's mean (not DPO's beta).
+             * @default 0.9
+             */
+            beta1: number;
+            /**
+             * Beta2
+             * @description Adam's decay of the squared gradient's mean.
+             * @default 0.95
+             */
+            beta2: number;
+            /**
+             * Eps
+             * @description Adam's epsilon, added to the denominator.
+             * @default 1e-8
+             */
+            eps: number;
+            /**
+             * Eval Dataset Id
+             * @description The id of a held-out dataset, of kind preferences; left out, eval_fraction of the dataset is held out.
+             */
+            eval_dataset_id?: string | null;
+            /**
+             * Eval Every
+             * @description Steps between evaluations of the DPO metrics on the held-out pairs; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            eval_every?: number;
+            /**
+             * Eval Fraction
+             * @description The share of the dataset held out for evaluation when no eval_dataset is given (0: none).
+             * @default 0.1
+             */
+            eval_fraction: number;
+            /**
+             * Grad Clip Norm
+             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @default 1
+             */
+            grad_clip_norm: number;
+            /**
+             * Learning Rate
+             * @description The peak learning rate: the cookbook's DPO default, below SL's; too high erases what the model knew. Left out, the server proposes it from the data and the base model.
+             */
+            learning_rate?: number;
+            /**
+             * Lora Rank
+             * @description The adapter's rank, its capacity; 32 suits most datasets.
+             * @default 32
+             */
+            lora_rank: number;
+            /**
+             * Lr Schedule
+             * @description How the learning rate changes over the run: linear or cosine decay to 0 at the last step, or constant.
+             * @default linear
+             * @enum {string}
+             */
+            lr_schedule: "linear" | "cosine" | "constant";
+            /**
+             * Max Length
+             * @description Tokens of prompt and completion; longer ones are cut at the end.
+             * @default 1024
+             */
+            max_length: number;
+            /**
+             * Max Steps
+             * @description Optimizer steps to train; null: num_epochs passes over the pairs. Left out, the server proposes it from the data and the base model.
+             */
+            max_steps?: number | null;
+            /**
+             * Micro Batch Size
+             * @description Pairs per forward/backward pass (a step accumulates ceil(batch / micro) passes); null: as many as fit in free memory.
+             */
+            micro_batch_size?: number | null;
+            /**
+             * Num Epochs
+             * @description Passes over the pairs; ignored when max_steps is set.
+             * @default 1
+             */
+            num_epochs: number;
+            /**
+             * Quantization
+             * @description 4bit: QLoRA, the base weights quantized through bitsandbytes (the local backend on CUDA only); null: the base weights as they are.
+             */
+            quantization?: "4bit" | null;
+            /**
+             * Renderer
+             * @description How conversations become tokens; null: the base model's default renderer.
+             */
+            renderer?: string | null;
+            /**
+             * Save Every
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            save_every?: number;
+            /**
+             * Seed
+             * @description Seeds the adapter's initial weights, the held-out split and the data order.
+             * @default 0
+             */
+            seed: number;
+            /**
+             * Warmup Steps
+             * @description Steps over which the learning rate rises from 0 to its peak.
+             * @default 0
+             */
+            warmup_steps: number;
+            /**
+             * Weight Decay
+             * @description AdamW's weight decay.
+             * @default 0
+             */
+            weight_decay: number;
+        };
+        /** DPOJobCreate */
+        DPOJobCreate: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "dpo";
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["DPOJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the dataset to train on, of kind preferences.
+             */
+            dataset_id?: string | null;
+            /**
+             * Name
+             * @description Left out: "<dataset>-<algorithm>"; made unique either way.
+             */
+            name?: string | null;
+            /**
+             * Priority
+             * @description Higher starts first.
+             * @default 0
+             */
+            priority: number;
+        };
+        /** DPOJobProposalRequest */
+        DPOJobProposalRequest: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "dpo";
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["DPOJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the dataset to train on, of kind preferences.
+             */
+            dataset_id?: string | null;
+        };
         /** DatasetDetail */
         DatasetDetail: {
             /** Builtin */
@@ -1303,38 +1506,11 @@ export interface components {
             /** Lo */
             lo: number;
         };
-        /** JobCreate */
-        JobCreate: {
-            /**
-             * Algorithm
-             * @enum {string}
-             */
-            algorithm: "sl" | "dpo" | "rl" | "rlhf";
-            /**
-             * Backend
-             * @default local
-             * @enum {string}
-             */
-            backend: "local" | "tinker";
-            /**
-             * Base Model
-             * @default thinker/tiny
-             */
-            base_model: string;
-            /** Config */
-            config?: {
-                [key: string]: unknown;
-            };
-            /** Dataset Id */
-            dataset_id?: string | null;
-            /** Name */
-            name?: string | null;
-            /**
-             * Priority
-             * @default 0
-             */
-            priority: number;
-        };
+        /**
+         * JobCreate
+         * @description A job to check against its data and queue, by algorithm.
+         */
+        JobCreate: components["schemas"]["SLJobCreate"] | components["schemas"]["DPOJobCreate"] | components["schemas"]["RLJobCreate"] | components["schemas"]["RLHFJobCreate"];
         /** JobEvents */
         JobEvents: {
             /** Data */
@@ -1372,31 +1548,11 @@ export interface components {
             /** Warnings */
             warnings: string[];
         };
-        /** JobProposalRequest */
-        JobProposalRequest: {
-            /**
-             * Algorithm
-             * @enum {string}
-             */
-            algorithm: "sl" | "dpo" | "rl" | "rlhf";
-            /**
-             * Backend
-             * @default local
-             * @enum {string}
-             */
-            backend: "local" | "tinker";
-            /**
-             * Base Model
-             * @default thinker/tiny
-             */
-            base_model: string;
-            /** Config */
-            config?: {
-                [key: string]: unknown;
-            };
-            /** Dataset Id */
-            dataset_id?: string | null;
-        };
+        /**
+         * JobProposalRequest
+         * @description What to propose settings for: the settings given are kept, the rest proposed.
+         */
+        JobProposalRequest: components["schemas"]["SLJobProposalRequest"] | components["schemas"]["DPOJobProposalRequest"] | components["schemas"]["RLJobProposalRequest"] | components["schemas"]["RLHFJobProposalRequest"];
         /** JobPublic */
         JobPublic: {
             /** Algorithm */
@@ -1456,11 +1612,7 @@ export interface components {
             stale: boolean;
             /** Started At */
             started_at: string | null;
-            /**
-             * State
-             * @enum {string}
-             */
-            state: "queued" | "starting" | "running" | "succeeded" | "failed" | "cancelled" | "paused" | "interrupted";
+            state: components["schemas"]["JobState"];
             /** Step */
             step: number;
             /** Total Steps */
@@ -1477,6 +1629,12 @@ export interface components {
             /** State */
             state: string;
         };
+        /**
+         * JobState
+         * @description Where a job is in its life.
+         * @enum {string}
+         */
+        JobState: "queued" | "starting" | "running" | "succeeded" | "failed" | "cancelled" | "paused" | "interrupted";
         /** JobsPublic */
         JobsPublic: {
             /** Count */
@@ -1674,6 +1832,756 @@ export interface components {
             /** Truncated */
             truncated: boolean;
         };
+        /**
+         * RLHFJobConfig
+         * @description The settings of an RLHF job: those of every stage once, then each stage's own.
+         */
+        RLHFJobConfig: {
+            /**
+             * Lora Rank
+             * @description The adapter's rank, its capacity; 32 suits most datasets. One value for the three stages.
+             * @default 32
+             */
+            lora_rank: number;
+            /**
+             * Quantization
+             * @description 4bit: QLoRA, the base weights quantized through bitsandbytes (the local backend on CUDA only); null: the base weights as they are. One value for the three stages.
+             */
+            quantization?: "4bit" | null;
+            /**
+             * Renderer
+             * @description How conversations become tokens; null: the base model's default renderer. One value for the three stages.
+             */
+            renderer?: string | null;
+            /** @description Stage 3: RL from the SL stage's weights, scored by the judge; required, with its dataset_id. */
+            rl?: components["schemas"]["RLHFRLStageConfig"];
+            /** @description Stage 2: a reward model (a judge) trained on preference pairs; required, with its dataset_id. */
+            rm?: components["schemas"]["RLHFRMStageConfig"];
+            /**
+             * Seed
+             * @description Seeds the adapter's initial weights, the held-out split and the data order. One value for the three stages.
+             * @default 0
+             */
+            seed: number;
+            /**
+             * @description Stage 1: SL on the demonstrations (the request's dataset_id).
+             * @default {}
+             */
+            sl: components["schemas"]["RLHFSLStageConfig"];
+        };
+        /** RLHFJobCreate */
+        RLHFJobCreate: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "rlhf";
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["RLHFJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the SL stage's demonstrations, of kind chat or prompt_completion; config.rm and config.rl name theirs.
+             */
+            dataset_id?: string | null;
+            /**
+             * Name
+             * @description Left out: "<dataset>-<algorithm>"; made unique either way.
+             */
+            name?: string | null;
+            /**
+             * Priority
+             * @description Higher starts first.
+             * @default 0
+             */
+            priority: number;
+        };
+        /** RLHFJobProposalRequest */
+        RLHFJobProposalRequest: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "rlhf";
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["RLHFJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the SL stage's demonstrations, of kind chat or prompt_completion; config.rm and config.rl name theirs.
+             */
+            dataset_id?: string | null;
+        };
+        /**
+         * RLHFRLStageConfig
+         * @description The settings of the RLHF job's rl stage.
+         */
+        RLHFRLStageConfig: {
+            /**
+             * Beta1
+             * @description Adam's decay of the gradient's mean.
+             * @default 0.9
+             */
+            beta1: number;
+            /**
+             * Beta2
+             * @description Adam's decay of the squared gradient's mean.
+             * @default 0.95
+             */
+            beta2: number;
+            /**
+             * Dataset Id
+             * @description Required: the id of the prompts the policy answers, of kind problems.
+             */
+            dataset_id?: string | null;
+            /**
+             * Drop Constant Groups
+             * @description Leave out of the step the groups whose rewards are all equal.
+             * @default true
+             */
+            drop_constant_groups: boolean;
+            /**
+             * Eps
+             * @description Adam's epsilon, added to the denominator.
+             * @default 1e-8
+             */
+            eps: number;
+            /**
+             * Eval Dataset Id
+             * @description The id of a held-out dataset, of kind problems; left out, eval_fraction of the dataset is held out.
+             */
+            eval_dataset_id?: string | null;
+            /**
+             * Eval Every
+             * @description Steps between evaluations of the mean reward on the held-out problems; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            eval_every?: number;
+            /**
+             * Eval Fraction
+             * @description The share of the dataset held out for evaluation when no eval_dataset is given (0: none).
+             * @default 0.1
+             */
+            eval_fraction: number;
+            /**
+             * Grad Clip Norm
+             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @default 1
+             */
+            grad_clip_norm: number;
+            /**
+             * Group Size
+             * @description Completions sampled per prompt; each one's advantage is its reward minus its group's mean. Left out, the server proposes it from the data and the base model.
+             */
+            group_size?: number;
+            /**
+             * Groups Per Batch
+             * @description Prompts per step, each sampled group_size times. Left out, the server proposes it from the data and the base model.
+             */
+            groups_per_batch?: number;
+            /**
+             * Kl Coef
+             * @description Penalty on the sampled KL divergence from the base model; 0: off.
+             * @default 0
+             */
+            kl_coef: number;
+            /**
+             * Learning Rate
+             * @description The learning rate; for pretrained models 1e-5 to 4e-5 (too high collapses the policy). Left out, the server proposes it from the data and the base model.
+             */
+            learning_rate?: number;
+            /**
+             * Loss Fn
+             * @description The policy-gradient loss.
+             * @default importance_sampling
+             * @enum {string}
+             */
+            loss_fn: "importance_sampling" | "ppo" | "cispo" | "dro";
+            /**
+             * Loss Fn Config
+             * @description The loss's own settings, e.g. clip thresholds; dro needs its beta.
+             * @default {}
+             */
+            loss_fn_config: {
+                [key: string]: number;
+            };
+            /**
+             * Lr Schedule
+             * @description How the learning rate changes over the run: linear or cosine decay to 0 at the last step, or constant.
+             * @default constant
+             * @enum {string}
+             */
+            lr_schedule: "linear" | "cosine" | "constant";
+            /**
+             * Max Steps
+             * @description RL steps: each samples, scores and trains once. Left out, the server proposes it from the data and the base model.
+             */
+            max_steps?: number;
+            /**
+             * Max Tokens
+             * @description Tokens per completion; leave room above the longest good answer. Left out, the server proposes it from the data and the base model.
+             */
+            max_tokens?: number;
+            /**
+             * Num Substeps
+             * @description Optimizer steps per batch of rollouts.
+             * @default 1
+             */
+            num_substeps: number;
+            /**
+             * @description The judge the rm stage trains scores the completions: reward_model is the only type (null: the judge, as left out).
+             * @default {
+             *       "cpu_s": 5,
+             *       "format_weight": 0.1,
+             *       "memory_mb": 512,
+             *       "timeout_s": 10,
+             *       "type": "reward_model"
+             *     }
+             */
+            reward: components["schemas"]["RewardConfig"] | null;
+            /**
+             * Save Every
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            save_every?: number;
+            /**
+             * Temperature
+             * @description Sampling temperature of the rollouts; it must leave room to explore.
+             * @default 1
+             */
+            temperature: number;
+            /**
+             * Warmup Steps
+             * @description Steps over which the learning rate rises from 0 to its peak.
+             * @default 0
+             */
+            warmup_steps: number;
+            /**
+             * Weight Decay
+             * @description AdamW's weight decay.
+             * @default 0
+             */
+            weight_decay: number;
+        };
+        /**
+         * RLHFRMStageConfig
+         * @description The settings of the RLHF job's rm stage.
+         */
+        RLHFRMStageConfig: {
+            /**
+             * Batch Size
+             * @description Preference pairs per optimizer step, each judged in both orders. Left out, the server proposes it from the data and the base model.
+             */
+            batch_size?: number;
+            /**
+             * Beta1
+             * @description Adam's decay of the gradient's mean.
+             * @default 0.9
+             */
+            beta1: number;
+            /**
+             * Beta2
+             * @description Adam's decay of the squared gradient's mean.
+             * @default 0.95
+             */
+            beta2: number;
+            /**
+             * Dataset Id
+             * @description Required: the id of the preference pairs the judge learns from, of kind preferences.
+             */
+            dataset_id?: string | null;
+            /**
+             * Eps
+             * @description Adam's epsilon, added to the denominator.
+             * @default 1e-8
+             */
+            eps: number;
+            /**
+             * Eval Dataset Id
+             * @description The id of a held-out dataset, of kind preferences; left out, eval_fraction of the dataset is held out.
+             */
+            eval_dataset_id?: string | null;
+            /**
+             * Eval Every
+             * @description Steps between evaluations of the judge's accuracy on the held-out pairs; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            eval_every?: number;
+            /**
+             * Eval Fraction
+             * @description The share of the dataset held out for evaluation when no eval_dataset is given (0: none).
+             * @default 0.1
+             */
+            eval_fraction: number;
+            /**
+             * Grad Clip Norm
+             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @default 1
+             */
+            grad_clip_norm: number;
+            /**
+             * Learning Rate
+             * @description The judge's peak learning rate (the cookbook's RLHF recipe uses 3e-4). Left out, the server proposes it from the data and the base model.
+             */
+            learning_rate?: number;
+            /**
+             * Lr Schedule
+             * @description How the learning rate changes over the run: linear or cosine decay to 0 at the last step, or constant.
+             * @default linear
+             * @enum {string}
+             */
+            lr_schedule: "linear" | "cosine" | "constant";
+            /**
+             * Max Length
+             * @description Tokens of a judge prompt (both answers); longer ones keep their end.
+             * @default 1024
+             */
+            max_length: number;
+            /**
+             * Max Steps
+             * @description Optimizer steps to train; null: num_epochs passes over the pairs. Left out, the server proposes it from the data and the base model.
+             */
+            max_steps?: number | null;
+            /**
+             * Micro Batch Size
+             * @description Pairs per forward/backward pass (a step accumulates ceil(batch / micro) passes); null: as many as fit in free memory.
+             */
+            micro_batch_size?: number | null;
+            /**
+             * Num Epochs
+             * @description Passes over the pairs; ignored when max_steps is set.
+             * @default 1
+             */
+            num_epochs: number;
+            /**
+             * Save Every
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            save_every?: number;
+            /**
+             * Warmup Steps
+             * @description Steps over which the learning rate rises from 0 to its peak.
+             * @default 0
+             */
+            warmup_steps: number;
+            /**
+             * Weight Decay
+             * @description AdamW's weight decay.
+             * @default 0
+             */
+            weight_decay: number;
+        };
+        /**
+         * RLHFSLStageConfig
+         * @description The settings of the RLHF job's sl stage.
+         */
+        RLHFSLStageConfig: {
+            /**
+             * Batch Size
+             * @description Examples per optimizer step. Left out, the server proposes it from the data and the base model.
+             */
+            batch_size?: number;
+            /**
+             * Beta1
+             * @description Adam's decay of the gradient's mean.
+             * @default 0.9
+             */
+            beta1: number;
+            /**
+             * Beta2
+             * @description Adam's decay of the squared gradient's mean.
+             * @default 0.95
+             */
+            beta2: number;
+            /**
+             * Eps
+             * @description Adam's epsilon, added to the denominator.
+             * @default 1e-8
+             */
+            eps: number;
+            /**
+             * Eval Dataset Id
+             * @description The id of a held-out dataset, of kind chat or prompt_completion; left out, eval_fraction of the dataset is held out.
+             */
+            eval_dataset_id?: string | null;
+            /**
+             * Eval Every
+             * @description Steps between held-out NLL evaluations; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            eval_every?: number;
+            /**
+             * Eval Fraction
+             * @description The share of the dataset held out for evaluation when no eval_dataset is given (0: none).
+             * @default 0.1
+             */
+            eval_fraction: number;
+            /**
+             * Grad Clip Norm
+             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @default 1
+             */
+            grad_clip_norm: number;
+            /**
+             * Learning Rate
+             * @description The peak learning rate. LoRA wants about 10x the full fine-tuning rate; halve it if the loss swings or climbs. Left out, the server proposes it from the data and the base model.
+             */
+            learning_rate?: number;
+            /**
+             * Lr Schedule
+             * @description How the learning rate changes over the run: linear or cosine decay to 0 at the last step, or constant.
+             * @default linear
+             * @enum {string}
+             */
+            lr_schedule: "linear" | "cosine" | "constant";
+            /**
+             * Max Length
+             * @description Tokens per example; longer ones are cut at the end.
+             * @default 1024
+             */
+            max_length: number;
+            /**
+             * Max Steps
+             * @description Optimizer steps to train; null: num_epochs passes over the data. Left out, the server proposes it from the data and the base model.
+             */
+            max_steps?: number | null;
+            /**
+             * Micro Batch Size
+             * @description Examples per forward/backward pass (a step accumulates ceil(batch / micro) passes); null: as many as fit in free memory, as the job log explains.
+             */
+            micro_batch_size?: number | null;
+            /**
+             * Num Epochs
+             * @description Passes over the data; ignored when max_steps is set.
+             * @default 1
+             */
+            num_epochs: number;
+            /**
+             * Save Every
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            save_every?: number;
+            /**
+             * @description Which tokens the loss trains on; the others are context only.
+             * @default last_assistant_message
+             */
+            train_on_what: components["schemas"]["TrainOnWhat"];
+            /**
+             * Warmup Steps
+             * @description Steps over which the learning rate rises from 0 to its peak.
+             * @default 0
+             */
+            warmup_steps: number;
+            /**
+             * Weight Decay
+             * @description AdamW's weight decay.
+             * @default 0
+             */
+            weight_decay: number;
+        };
+        /**
+         * RLJobConfig
+         * @description The settings of a RL job; each left out takes its default or the server's proposal.
+         */
+        RLJobConfig: {
+            /**
+             * Beta1
+             * @description Adam's decay of the gradient's mean.
+             * @default 0.9
+             */
+            beta1: number;
+            /**
+             * Beta2
+             * @description Adam's decay of the squared gradient's mean.
+             * @default 0.95
+             */
+            beta2: number;
+            /**
+             * Drop Constant Groups
+             * @description Leave out of the step the groups whose rewards are all equal.
+             * @default true
+             */
+            drop_constant_groups: boolean;
+            /**
+             * Eps
+             * @description Adam's epsilon, added to the denominator.
+             * @default 1e-8
+             */
+            eps: number;
+            /**
+             * Eval Dataset Id
+             * @description The id of a held-out dataset, of kind problems; left out, eval_fraction of the dataset is held out.
+             */
+            eval_dataset_id?: string | null;
+            /**
+             * Eval Every
+             * @description Steps between evaluations of the mean reward on the held-out problems; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            eval_every?: number;
+            /**
+             * Eval Fraction
+             * @description The share of the dataset held out for evaluation when no eval_dataset is given (0: none).
+             * @default 0.1
+             */
+            eval_fraction: number;
+            /**
+             * Grad Clip Norm
+             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @default 1
+             */
+            grad_clip_norm: number;
+            /**
+             * Group Size
+             * @description Completions sampled per prompt; each one's advantage is its reward minus its group's mean. Left out, the server proposes it from the data and the base model.
+             */
+            group_size?: number;
+            /**
+             * Groups Per Batch
+             * @description Prompts per step, each sampled group_size times. Left out, the server proposes it from the data and the base model.
+             */
+            groups_per_batch?: number;
+            /**
+             * Kl Coef
+             * @description Penalty on the sampled KL divergence from the base model; 0: off.
+             * @default 0
+             */
+            kl_coef: number;
+            /**
+             * Learning Rate
+             * @description The learning rate; for pretrained models 1e-5 to 4e-5 (too high collapses the policy). Left out, the server proposes it from the data and the base model.
+             */
+            learning_rate?: number;
+            /**
+             * Lora Rank
+             * @description The adapter's rank, its capacity; 32 suits most datasets.
+             * @default 32
+             */
+            lora_rank: number;
+            /**
+             * Loss Fn
+             * @description The policy-gradient loss.
+             * @default importance_sampling
+             * @enum {string}
+             */
+            loss_fn: "importance_sampling" | "ppo" | "cispo" | "dro";
+            /**
+             * Loss Fn Config
+             * @description The loss's own settings, e.g. clip thresholds; dro needs its beta.
+             * @default {}
+             */
+            loss_fn_config: {
+                [key: string]: number;
+            };
+            /**
+             * Lr Schedule
+             * @description How the learning rate changes over the run: linear or cosine decay to 0 at the last step, or constant.
+             * @default constant
+             * @enum {string}
+             */
+            lr_schedule: "linear" | "cosine" | "constant";
+            /**
+             * Max Steps
+             * @description RL steps: each samples, scores and trains once. Left out, the server proposes it from the data and the base model.
+             */
+            max_steps?: number;
+            /**
+             * Max Tokens
+             * @description Tokens per completion; leave room above the longest good answer. Left out, the server proposes it from the data and the base model.
+             */
+            max_tokens?: number;
+            /**
+             * Num Substeps
+             * @description Optimizer steps per batch of rollouts.
+             * @default 1
+             */
+            num_substeps: number;
+            /**
+             * Quantization
+             * @description 4bit: QLoRA, the base weights quantized through bitsandbytes (the local backend on CUDA only); null: the base weights as they are.
+             */
+            quantization?: "4bit" | null;
+            /**
+             * Renderer
+             * @description How conversations become tokens; null: the base model's default renderer.
+             */
+            renderer?: string | null;
+            /**
+             * @description What scores a completion: its answer against the reference (exact_match), a pattern, unit tests, your function, or a reward model.
+             * @default {
+             *       "cpu_s": 5,
+             *       "format_weight": 0.1,
+             *       "memory_mb": 512,
+             *       "timeout_s": 10,
+             *       "type": "exact_match"
+             *     }
+             */
+            reward: components["schemas"]["RewardConfig"];
+            /**
+             * Save Every
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            save_every?: number;
+            /**
+             * Seed
+             * @description Seeds the adapter's initial weights, the held-out split and the data order.
+             * @default 0
+             */
+            seed: number;
+            /**
+             * Temperature
+             * @description Sampling temperature of the rollouts; it must leave room to explore.
+             * @default 1
+             */
+            temperature: number;
+            /**
+             * Warmup Steps
+             * @description Steps over which the learning rate rises from 0 to its peak.
+             * @default 0
+             */
+            warmup_steps: number;
+            /**
+             * Weight Decay
+             * @description AdamW's weight decay.
+             * @default 0
+             */
+            weight_decay: number;
+        };
+        /** RLJobCreate */
+        RLJobCreate: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "rl";
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["RLJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the dataset to train on, of kind problems.
+             */
+            dataset_id?: string | null;
+            /**
+             * Name
+             * @description Left out: "<dataset>-<algorithm>"; made unique either way.
+             */
+            name?: string | null;
+            /**
+             * Priority
+             * @description Higher starts first.
+             * @default 0
+             */
+            priority: number;
+        };
+        /** RLJobProposalRequest */
+        RLJobProposalRequest: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "rl";
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["RLJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the dataset to train on, of kind problems.
+             */
+            dataset_id?: string | null;
+        };
+        /**
+         * RewardConfig
+         * @description Which reward scores the completions (see thinker.rewards.build_reward).
+         */
+        RewardConfig: {
+            /**
+             * Cpu S
+             * @default 5
+             */
+            cpu_s: number;
+            /**
+             * Format Weight
+             * @default 0.1
+             */
+            format_weight: number;
+            /** Function */
+            function?: string | null;
+            /**
+             * Memory Mb
+             * @default 512
+             */
+            memory_mb: number;
+            /** Pattern */
+            pattern?: string | null;
+            /**
+             * Timeout S
+             * @default 10
+             */
+            timeout_s: number;
+            /**
+             * Type
+             * @default exact_match
+             * @enum {string}
+             */
+            type: "exact_match" | "regex" | "code" | "python" | "reward_model";
+        };
         /** RolloutsPublic */
         RolloutsPublic: {
             /** Data */
@@ -1691,6 +2599,208 @@ export interface components {
             line: number;
             /** Message */
             message: string;
+        };
+        /**
+         * SLJobConfig
+         * @description The settings of a SL job; each left out takes its default or the server's proposal.
+         */
+        SLJobConfig: {
+            /**
+             * Batch Size
+             * @description Examples per optimizer step. Left out, the server proposes it from the data and the base model.
+             */
+            batch_size?: number;
+            /**
+             * Beta1
+             * @description Adam's decay of the gradient's mean.
+             * @default 0.9
+             */
+            beta1: number;
+            /**
+             * Beta2
+             * @description Adam's decay of the squared gradient's mean.
+             * @default 0.95
+             */
+            beta2: number;
+            /**
+             * Eps
+             * @description Adam's epsilon, added to the denominator.
+             * @default 1e-8
+             */
+            eps: number;
+            /**
+             * Eval Dataset Id
+             * @description The id of a held-out dataset, of kind chat or prompt_completion; left out, eval_fraction of the dataset is held out.
+             */
+            eval_dataset_id?: string | null;
+            /**
+             * Eval Every
+             * @description Steps between held-out NLL evaluations; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            eval_every?: number;
+            /**
+             * Eval Fraction
+             * @description The share of the dataset held out for evaluation when no eval_dataset is given (0: none).
+             * @default 0.1
+             */
+            eval_fraction: number;
+            /**
+             * Grad Clip Norm
+             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @default 1
+             */
+            grad_clip_norm: number;
+            /**
+             * Learning Rate
+             * @description The peak learning rate. LoRA wants about 10x the full fine-tuning rate; halve it if the loss swings or climbs. Left out, the server proposes it from the data and the base model.
+             */
+            learning_rate?: number;
+            /**
+             * Lora Rank
+             * @description The adapter's rank, its capacity; 32 suits most datasets.
+             * @default 32
+             */
+            lora_rank: number;
+            /**
+             * Lr Schedule
+             * @description How the learning rate changes over the run: linear or cosine decay to 0 at the last step, or constant.
+             * @default linear
+             * @enum {string}
+             */
+            lr_schedule: "linear" | "cosine" | "constant";
+            /**
+             * Max Length
+             * @description Tokens per example; longer ones are cut at the end.
+             * @default 1024
+             */
+            max_length: number;
+            /**
+             * Max Steps
+             * @description Optimizer steps to train; null: num_epochs passes over the data. Left out, the server proposes it from the data and the base model.
+             */
+            max_steps?: number | null;
+            /**
+             * Micro Batch Size
+             * @description Examples per forward/backward pass (a step accumulates ceil(batch / micro) passes); null: as many as fit in free memory, as the job log explains.
+             */
+            micro_batch_size?: number | null;
+            /**
+             * Num Epochs
+             * @description Passes over the data; ignored when max_steps is set.
+             * @default 1
+             */
+            num_epochs: number;
+            /**
+             * Quantization
+             * @description 4bit: QLoRA, the base weights quantized through bitsandbytes (the local backend on CUDA only); null: the base weights as they are.
+             */
+            quantization?: "4bit" | null;
+            /**
+             * Renderer
+             * @description How conversations become tokens; null: the base model's default renderer.
+             */
+            renderer?: string | null;
+            /**
+             * Save Every
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            save_every?: number;
+            /**
+             * Seed
+             * @description Seeds the adapter's initial weights, the held-out split and the data order.
+             * @default 0
+             */
+            seed: number;
+            /**
+             * @description Which tokens the loss trains on; the others are context only.
+             * @default last_assistant_message
+             */
+            train_on_what: components["schemas"]["TrainOnWhat"];
+            /**
+             * Warmup Steps
+             * @description Steps over which the learning rate rises from 0 to its peak.
+             * @default 0
+             */
+            warmup_steps: number;
+            /**
+             * Weight Decay
+             * @description AdamW's weight decay.
+             * @default 0
+             */
+            weight_decay: number;
+        };
+        /** SLJobCreate */
+        SLJobCreate: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "sl";
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["SLJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the dataset to train on, of kind chat or prompt_completion.
+             */
+            dataset_id?: string | null;
+            /**
+             * Name
+             * @description Left out: "<dataset>-<algorithm>"; made unique either way.
+             */
+            name?: string | null;
+            /**
+             * Priority
+             * @description Higher starts first.
+             * @default 0
+             */
+            priority: number;
+        };
+        /** SLJobProposalRequest */
+        SLJobProposalRequest: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "sl";
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["SLJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the dataset to train on, of kind chat or prompt_completion.
+             */
+            dataset_id?: string | null;
         };
         /**
          * SampleCreate
@@ -2821,7 +3931,7 @@ export interface operations {
     read_jobs: {
         parameters: {
             query?: {
-                state?: ("queued" | "starting" | "running" | "succeeded" | "failed" | "cancelled" | "paused" | "interrupted") | null;
+                state?: components["schemas"]["JobState"] | null;
                 algorithm?: ("sl" | "dpo" | "rl" | "rlhf") | null;
                 backend?: ("local" | "tinker") | null;
                 dataset_id?: string | null;

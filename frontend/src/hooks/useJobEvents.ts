@@ -4,6 +4,7 @@
 import { useQueryClient } from '@tanstack/react-query'
 import { useEffect, useRef, useState } from 'react'
 import type { Schemas } from '../api/client'
+import { isActive, type JobState } from '../api/vocabulary'
 import { getSocket } from './socket'
 
 export interface JobEvent {
@@ -22,12 +23,12 @@ export function applyJobEvent(job: Job | undefined, event: JobEvent): Job | unde
   const next: Job = { ...job, last_seq: event.seq }
   const d = event.data
   if (event.type === 'state' && typeof d.state === 'string') {
-    next.state = d.state as Job['state']
+    next.state = d.state as JobState
     if (typeof d.reason === 'string') next.reason = d.reason
     // as JobPublic computes it: resume helps a paused or interrupted job, and a failed one
     // unless its worker said the failure will repeat
     next.retryable = next.state === 'paused' || next.state === 'interrupted' || (next.state === 'failed' && d.retryable !== false)
-    if (next.state !== 'starting' && next.state !== 'running') {
+    if (!isActive(next.state)) {
       next.stale = false
       next.heartbeat_age_s = null
     }
@@ -52,7 +53,8 @@ export function applyJobEvent(job: Job | undefined, event: JobEvent): Job | unde
 export function useJobEvents(jobId: string | undefined): { logs: string[]; connected: boolean } {
   const client = useQueryClient()
   const lastSeq = useRef(0)
-  const [logs, setLogs] = useState<string[]>([])
+  // Keyed by job: another job's lines are never shown (and need no reset in the effect).
+  const [logs, setLogs] = useState<{ jobId: string | undefined; lines: string[] }>({ jobId, lines: [] })
   const [connected, setConnected] = useState(false)
 
   useEffect(() => {
@@ -60,7 +62,6 @@ export function useJobEvents(jobId: string | undefined): { logs: string[]; conne
     const socket = getSocket()
     // The page fetched the job and its metrics already; start the stream after what they hold.
     lastSeq.current = client.getQueryData<Job>(['job', jobId])?.last_seq ?? 0
-    setLogs([])
     const join = () => {
       setConnected(true)
       // batch: the replay and each server tick's events come as one `job_events` list.
@@ -81,7 +82,7 @@ export function useJobEvents(jobId: string | undefined): { logs: string[]; conne
         client.setQueryData<MetricsPage>(['job-metrics', jobId], (page) => (page ? appendMetricsRow(page, row) : page))
       } else if (event.type === 'log' && typeof event.data.line === 'string') {
         const line = event.data.line
-        setLogs((old) => [...old.slice(-499), line])
+        setLogs((old) => ({ jobId, lines: [...(old.jobId === jobId ? old.lines : []).slice(-499), line] }))
       } else if (event.type === 'checkpoint' || event.type === 'state') {
         client.invalidateQueries({ queryKey: ['models'] })
         client.invalidateQueries({ queryKey: ['jobs'] })
@@ -103,7 +104,7 @@ export function useJobEvents(jobId: string | undefined): { logs: string[]; conne
     }
   }, [jobId, client])
 
-  return { logs, connected }
+  return { logs: logs.jobId === jobId ? logs.lines : [], connected }
 }
 
 /** Add a live metrics row. A resumed attempt trains again the steps after its checkpoint:

@@ -1,11 +1,12 @@
 // The jobs room: every job's state changes, patched into the cached job list.
 import { useQueryClient } from '@tanstack/react-query'
 import { useEffect } from 'react'
+import type { JobState } from '../api/vocabulary'
 import { getSocket } from './socket'
 
-interface JobState {
+interface JobStateEvent {
   job_id: string
-  state: string
+  state: JobState
   step?: number
   total_steps?: number | null
 }
@@ -15,7 +16,7 @@ export function useJobListEvents(): void {
   useEffect(() => {
     const socket = getSocket()
     const join = () => socket.emit('join_jobs', {})
-    const onState = (state: JobState) => {
+    const onState = (state: JobStateEvent) => {
       client.invalidateQueries({ queryKey: ['jobs'] })
       client.invalidateQueries({ queryKey: ['job', state.job_id] })
     }

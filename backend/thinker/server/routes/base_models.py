@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from thinker.engine.local.hub import cached_hub_models
 from thinker.engine.local.models import BUILTIN_CONFIGS
+from thinker.jobs.states import JobState
 from thinker.server.deps import SessionDep
 from thinker.store import Job, Model
 
@@ -52,7 +53,7 @@ async def read_base_models(session: SessionDep) -> BaseModelOptions:
     rows = await session.execute(
         select(Model, Job.name)
         .join(Job, Job.id == Model.job_id)
-        .where(Model.state_path.is_not(None), Job.state == "succeeded")
+        .where(Model.state_path.is_not(None), Job.state == JobState.SUCCEEDED)
         .order_by(Model.created_at.desc())
         .limit(LIBRARY_LIMIT)
     )

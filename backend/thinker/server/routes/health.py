@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from thinker import __version__
+from thinker.jobs.states import ACTIVE_STATES, JobState
 from thinker.server.deps import PlatformDep
 
 router = APIRouter(tags=["health"])
@@ -31,6 +32,6 @@ async def read_health(platform: PlatformDep) -> HealthPublic:
         database=platform.engine.dialect.name,
         auth_required=platform.settings.auth_required,
         gpus=platform.jobs.gpus,
-        queued_jobs=counts.get("queued", 0),
-        running_jobs=counts.get("running", 0) + counts.get("starting", 0),
+        queued_jobs=counts.get(JobState.QUEUED, 0),
+        running_jobs=sum(counts.get(state, 0) for state in ACTIVE_STATES),
     )

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Response, status
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field, PlainValidator, StrictInt
 from sqlalchemy import func, select
 
 from thinker.algorithms.dpo_config import DPOConfig
@@ -19,6 +19,9 @@ from thinker.errors import NotFoundError
 from thinker.files import read_jsonl
 from thinker.jobs.events import read_events
 from thinker.jobs.manager import heartbeat_age
+from thinker.jobs.request_config import by_algorithm
+from thinker.jobs.start import job_config
+from thinker.jobs.states import JobState
 from thinker.names import Name
 from thinker.runs import CheckpointRecord
 from thinker.server.deps import PlatformDep, SessionDep
@@ -33,19 +36,73 @@ CONFIG_SCHEMAS = {
     "rm": RewardModelConfig.model_json_schema(),
 }
 
-JobState = Literal[
-    "queued", "starting", "running", "succeeded", "failed", "cancelled", "paused", "interrupted"
+
+Algorithm = Literal["sl", "dpo", "rl", "rlhf"]
+
+
+class JobProposalFields(BaseModel):
+    """What a job or proposal request gives besides its algorithm and its settings."""
+
+    backend: Literal["local", "tinker"] = Field(
+        "local", description="Where it trains: local (this machine) or tinker (Tinker's GPUs)."
+    )
+    base_model: str = Field(
+        "thinker/tiny",
+        min_length=1,
+        max_length=300,
+        description="A built-in (thinker/tiny), a hub id, a directory on the server, or a "
+        "library model (mdl_...) to continue training.",
+    )
+    dataset_id: str | None = Field(None, description="The id of the dataset to train on.")
+
+
+class JobCreateFields(JobProposalFields):
+    """What a job request gives besides its algorithm and its settings."""
+
+    name: Name | None = Field(
+        None,
+        max_length=200,
+        description='Left out: "<dataset>-<algorithm>"; made unique either way.',
+    )
+    priority: StrictInt = Field(0, ge=-100, le=100, description="Higher starts first.")
+
+
+# The bodies as the OpenAPI document shows them: one model per algorithm, with its typed
+# config (jobs/request_config.py), told apart by `algorithm`.
+JobCreate = by_algorithm(
+    "JobCreate", JobCreateFields, "A job to check against its data and queue, by algorithm."
+)
+JobProposalRequest = by_algorithm(
+    "JobProposalRequest",
+    JobProposalFields,
+    "What to propose settings for: the settings given are kept, the rest proposed.",
+)
+
+
+class _JobCreateRead(JobCreateFields):
+    """A POST /api/jobs body as the server reads it: `config` a mapping, checked against the
+    algorithm's own section by jobs/spec.py with every problem at once (`config.<key>: ...`)."""
+
+    algorithm: Algorithm
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class _JobProposalRead(JobProposalFields):
+    """A POST /api/jobs/proposal body as the server reads it (see _JobCreateRead)."""
+
+    algorithm: Algorithm
+    config: dict[str, Any] = Field(default_factory=dict)  # kept; the rest is proposed
+
+
+# Read as the `_...Read` models, shown in the document as the typed bodies.
+JobCreateBody = Annotated[
+    _JobCreateRead,
+    PlainValidator(_JobCreateRead.model_validate, json_schema_input_type=JobCreate),
 ]
-
-
-class JobCreate(BaseModel):
-    name: Name | None = Field(None, max_length=200)  # default "<dataset>-<algorithm>", made unique
-    algorithm: Literal["sl", "dpo", "rl", "rlhf"]
-    backend: Literal["local", "tinker"] = "local"
-    base_model: str = Field("thinker/tiny", min_length=1, max_length=300)
-    dataset_id: str | None = None  # rlhf: the SL demonstrations; config.rm/rl name theirs
-    config: dict[str, Any] = Field(default_factory=dict)  # the algorithm's settings
-    priority: StrictInt = Field(0, ge=-100, le=100)  # higher starts first
+JobProposalBody = Annotated[
+    _JobProposalRead,
+    PlainValidator(_JobProposalRead.model_validate, json_schema_input_type=JobProposalRequest),
+]
 
 
 class JobPublic(BaseModel):
@@ -82,8 +139,8 @@ class JobPublic(BaseModel):
     def of(cls, job: Job, stale_after_s: float) -> JobPublic:
         """The job as the API shows it; `stale_after_s` is the server's heartbeat_timeout_s."""
         progress = job.step / job.total_steps if job.total_steps else None
-        retryable = job.state in ("paused", "interrupted") or (
-            job.state == "failed" and job.retryable is not False
+        retryable = job.state in (JobState.PAUSED, JobState.INTERRUPTED) or (
+            job.state == JobState.FAILED and job.retryable is not False
         )
         age = heartbeat_age(job)
         return cls(
@@ -121,14 +178,6 @@ _PLAIN = [
     "parent_model_id",
     "report",
 ]
-
-
-class JobProposalRequest(BaseModel):
-    algorithm: Literal["sl", "dpo", "rl", "rlhf"]
-    backend: Literal["local", "tinker"] = "local"
-    base_model: str = Field("thinker/tiny", min_length=1, max_length=300)
-    dataset_id: str | None = None
-    config: dict[str, Any] = Field(default_factory=dict)  # kept; the rest is proposed
 
 
 class StageProposalPublic(BaseModel):
@@ -195,7 +244,7 @@ def _time(value: float | None) -> datetime | None:
 
 
 def _eta(job: Job) -> float | None:
-    if job.state != "running" or not job.total_steps or not job.started_at or job.step <= 0:
+    if job.state != JobState.RUNNING or not job.total_steps or not job.started_at or job.step <= 0:
         return None
     elapsed = datetime.now(UTC).timestamp() - job.started_at
     return max(0.0, elapsed / job.step * (job.total_steps - job.step))
@@ -220,7 +269,7 @@ _STATE: dict[int | str, dict[str, Any]] = {
     "", status_code=status.HTTP_201_CREATED, responses={**_REPLAYED, **_NO_DATA_FILE, **_FULL_DISK}
 )
 async def create_job(
-    body: JobCreate,
+    body: JobCreateBody,
     platform: PlatformDep,
     response: Response,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
@@ -238,7 +287,7 @@ async def read_jobs(
     session: SessionDep,
     platform: PlatformDep,
     state: JobState | None = None,
-    algorithm: Literal["sl", "dpo", "rl", "rlhf"] | None = None,
+    algorithm: Algorithm | None = None,
     backend: Literal["local", "tinker"] | None = None,
     dataset_id: str | None = None,
     offset: Annotated[int, Query(ge=0)] = 0,
@@ -262,7 +311,7 @@ async def read_jobs(
 
 
 @router.post("/proposal", responses=_NO_DATA_FILE)
-async def propose_job(body: JobProposalRequest, platform: PlatformDep) -> JobProposal:
+async def propose_job(body: JobProposalBody, platform: PlatformDep) -> JobProposal:
     """Hyperparameters proposed from the dataset and the base model (what the request's
     config leaves out); POST /api/jobs fills a config the same way."""
     start, proposal = await platform.jobs.proposal(
@@ -272,7 +321,7 @@ async def propose_job(body: JobProposalRequest, platform: PlatformDep) -> JobPro
         algorithm=body.algorithm,
         base_model=start.base_model,
         parent_model_id=start.parent.id if start.parent is not None else None,
-        config=proposal.request_config(),
+        config=job_config(body.algorithm, proposal, body.config),
         total_steps=proposal.total_steps,
         train_rows=proposal.train_rows,
         stages=[StageProposalPublic(**vars(s)) for s in proposal.stages],
@@ -282,8 +331,8 @@ async def propose_job(body: JobProposalRequest, platform: PlatformDep) -> JobPro
 
 @router.get("/config-schema")
 async def read_config_schema() -> dict[str, dict[str, Any]]:
-    """Each algorithm's settings as JSON Schema (types and ranges): the forms check fields
-    with the server's own rules."""
+    """Each algorithm config class's JSON Schema (types, ranges, descriptions), as pipeline
+    YAML files give them; a job request's config is in the OpenAPI document (JobCreate)."""
     return CONFIG_SCHEMAS
 
 

@@ -10,7 +10,7 @@ type Model = Schemas['ModelPublic']
 const SKIP = new Set(['step', 'time', 'num_tokens', 'num_sequences', 'step_time_s', 'learning_rate', 'grad_norm', 'param_norm', 'stage'])
 const QUALITY = /(nll|loss|reward|accuracy|exact|margin|kl|entropy)/
 
-export function summaryColumns(models: Model[]): string[] {
+function summaryColumns(models: Model[]): string[] {
   const keys = new Set<string>()
   for (const m of models)
     for (const [k, v] of Object.entries(m.metrics)) if (!SKIP.has(k) && typeof v === 'number') keys.add(k)

@@ -1,6 +1,6 @@
 // Choosing the runs to compare: every job, newest first, toggled on and off.
 import type { Schemas } from '../../api/client'
-import { StatusLed } from '../common/States'
+import { StatusLed } from '../ui/Status'
 import { runColor } from './palette'
 
 type Job = Schemas['JobPublic']

@@ -1,10 +1,11 @@
 // The Hugging Face importer: the server streams the rows, proposes a mapping (or uses the
 // one given) and checks every row exactly like an upload.
 import { useMutation } from '@tanstack/react-query'
-import { useState, type FormEvent, type ReactNode } from 'react'
+import { useState, type FormEvent } from 'react'
 import { Link } from 'react-router-dom'
 import { api, unwrap, type Schemas } from '../../api/client'
-import { ProgressBar } from '../common/States'
+import { Field } from '../ui/fields'
+import { ProgressBar } from '../ui/Status'
 import { KIND_LABEL } from './format'
 import type { Kind } from './http'
 import { MappingEditor } from './MappingEditor'
@@ -61,7 +62,7 @@ export function ImportPanel() {
     <div className="flex flex-col gap-5">
       <form className="card flex flex-col gap-4" onSubmit={submit}>
         <div className="grid gap-4 md:grid-cols-3">
-          <Field label="dataset id or import directory" wide>
+          <Field label="dataset id or import directory" className="md:col-span-3">
             <input className="input font-mono" required placeholder="openai/gsm8k" value={fields.source} onChange={(e) => set({ source: e.target.value })} />
           </Field>
           <Field label="config (subset)">
@@ -107,15 +108,6 @@ export function ImportPanel() {
   )
 }
 
-function Field({ label, children, wide }: { label: string; children: ReactNode; wide?: boolean }) {
-  return (
-    <label className={`flex flex-col ${wide ? 'md:col-span-3' : ''}`}>
-      <span className="label">{label}</span>
-      {children}
-    </label>
-  )
-}
-
 function ImportStatus({ imp }: { imp: ImportState }) {
   const fraction = imp.rows_total ? imp.rows_done / imp.rows_total : imp.state === 'succeeded' ? 1 : null
   return (
@@ -129,7 +121,7 @@ function ImportStatus({ imp }: { imp: ImportState }) {
         </span>
       </div>
       {imp.state === 'running' && (fraction !== null ? <ProgressBar value={fraction} /> : <div className="h-1.5 animate-pulse rounded-full bg-accent/40" />)}
-      {imp.kind && <p className="text-sm text-neutral-400">stored as <span className="text-neutral-100">{KIND_LABEL[imp.kind] ?? imp.kind}</span>{imp.mapping && Object.keys(imp.mapping).length > 0 && <> with mapping <code className="font-mono text-accent">{JSON.stringify(imp.mapping)}</code></>}</p>}
+      {imp.kind && <p className="text-sm text-neutral-400">stored as <span className="text-neutral-100">{KIND_LABEL[imp.kind as Kind] ?? imp.kind}</span>{imp.mapping && Object.keys(imp.mapping).length > 0 && <> with mapping <code className="font-mono text-accent">{JSON.stringify(imp.mapping)}</code></>}</p>}
       {imp.suggestions.length > 0 && (
         <ul className="list-disc pl-5 text-sm text-neutral-400">{imp.suggestions.map((s) => <li key={s}>{s}</li>)}</ul>
       )}

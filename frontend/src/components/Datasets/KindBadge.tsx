@@ -1,19 +1,15 @@
-// The kind of a dataset, and the algorithms it feeds: users pick data by what it trains.
+// The kind of a dataset, and the algorithms it feeds (as the server's job schemas say): users
+// pick data by what it trains.
+import { trainedBy } from '../../api/jobConfig'
+import type { DatasetKind } from '../../api/vocabulary'
 import { KIND_LABEL } from './format'
 
-const TRAINS: Record<string, string> = {
-  chat: 'SL',
-  prompt_completion: 'SL',
-  preferences: 'DPO · RM',
-  problems: 'RL',
-}
-
-export function KindBadge({ kind }: { kind: string | null | undefined }) {
+export function KindBadge({ kind }: { kind: DatasetKind | null | undefined }) {
   if (!kind) return <span className="text-xs text-neutral-500">unknown kind</span>
   return (
     <span className="inline-flex items-center gap-1.5 rounded-full border border-accent/40 bg-accent/10 px-2.5 py-0.5 text-xs text-accent">
       {KIND_LABEL[kind] ?? kind}
-      <span className="text-neutral-500">→ {TRAINS[kind] ?? '?'}</span>
+      <span className="text-neutral-500">→ {trainedBy(kind).join(' · ') || '?'}</span>
     </span>
   )
 }

@@ -1,6 +1,6 @@
 // The rendered preview of a stored dataset, a page at a time.
 import { useState } from 'react'
-import { Empty, Loading } from '../common/States'
+import { Empty, Loading } from '../ui/States'
 import { usePreview, type RenderOptions } from './queries'
 import { RenderedRow, SegmentLegend } from './Segments'
 

@@ -1,6 +1,7 @@
 // Base model / renderer / train_on_what / max_length: the same options training will use,
 // so the preview and statistics show what a job with these settings would see.
-import { useState, type ReactNode } from 'react'
+import { useState } from 'react'
+import { Field } from '../ui/fields'
 import type { RenderOptions, TrainOnWhat } from './queries'
 
 const BASE_MODELS = ['thinker/tiny', 'thinker/random-qwen3-0.6b', 'thinker/random-llama3.1-8b']
@@ -42,14 +43,5 @@ export function RenderControls({ value, onChange }: { value: RenderOptions; onCh
       </Field>
       <button type="submit" className="btn-ghost">Render</button>
     </form>
-  )
-}
-
-function Field({ label, children }: { label: string; children: ReactNode }) {
-  return (
-    <label className="flex flex-col">
-      <span className="label">{label}</span>
-      {children}
-    </label>
   )
 }

@@ -2,7 +2,7 @@
 // histogram, and the rows that would waste or break a run.
 import { Bar, BarChart, CartesianGrid, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts'
 import type { Schemas } from '../../api/client'
-import { Loading } from '../common/States'
+import { Loading } from '../ui/States'
 import { formatNumber } from './format'
 import { RenderError } from './PreviewPanel'
 import { useStats, type RenderOptions } from './queries'

@@ -4,6 +4,7 @@ import { useMutation, useQueryClient } from '@tanstack/react-query'
 import { useState } from 'react'
 import { useNavigate } from 'react-router-dom'
 import { errorMessage } from '../../api/client'
+import { DATASET_KINDS } from '../../api/vocabulary'
 import { KIND_LABEL } from './format'
 import { detectDataset, rejectionOf, storeDataset, type Detection, type Kind } from './http'
 import { MappingEditor } from './MappingEditor'
@@ -12,8 +13,6 @@ import { SampleTable } from './SampleTable'
 import { SuggestionList } from './SuggestionList'
 import { applyAction, type SuggestionAction } from './suggestions'
 import { ValidationSummary } from './ValidationSummary'
-
-const KINDS: Kind[] = ['chat', 'prompt_completion', 'preferences', 'problems']
 
 export function UploadPanel() {
   const [file, setFile] = useState<File | null>(null)
@@ -78,7 +77,7 @@ export function UploadPanel() {
                 onChange={(e) => setKind((e.target.value || null) as Kind | null)}
               >
                 <option value="">choose a kind…</option>
-                {KINDS.map((k) => <option key={k} value={k}>{KIND_LABEL[k]}</option>)}
+                {DATASET_KINDS.map((k) => <option key={k} value={k}>{KIND_LABEL[k]}</option>)}
               </select>
             </label>
             <SuggestionList suggestions={detection.suggestions} mapping={mapping} kind={kind} onApply={apply} />

@@ -1,6 +1,6 @@
 // The jobs that read this dataset and the models trained on it: what deleting it affects.
 import { Link } from 'react-router-dom'
-import { StatusLed } from '../common/States'
+import { StatusLed } from '../ui/Status'
 import type { DatasetDetail } from './queries'
 
 export function UsagePanel({ dataset }: { dataset: DatasetDetail }) {

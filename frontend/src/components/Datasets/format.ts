@@ -1,4 +1,6 @@
 // Small formatters shared by the dataset and model screens.
+import type { DatasetKind } from '../../api/vocabulary'
+
 export function formatBytes(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`
   const units = ['KiB', 'MiB', 'GiB']
@@ -25,7 +27,7 @@ export function formatNumber(value: number): string {
   return Math.abs(value) >= 100 ? value.toFixed(1) : value.toPrecision(4)
 }
 
-export const KIND_LABEL: Record<string, string> = {
+export const KIND_LABEL: Record<DatasetKind, string> = {
   chat: 'chat',
   prompt_completion: 'prompt / completion',
   preferences: 'preferences',

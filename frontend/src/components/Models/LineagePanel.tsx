@@ -2,7 +2,7 @@
 // at that step.
 import type { ReactNode } from 'react'
 import { Link } from 'react-router-dom'
-import { StatusLed } from '../common/States'
+import { StatusLed } from '../ui/Status'
 import { metricValue } from './metrics'
 import type { ModelDetail } from './queries'
 

@@ -3,7 +3,7 @@
 import { useState } from 'react'
 import { preferenceRow, type FeedbackRow, type Message } from './feedback'
 import { ResponseCard } from './ResponseCard'
-import type { SamplingParams } from './SamplingControls'
+import type { SamplingParams } from './sampling'
 import { useStream } from './useStream'
 
 interface Props {

@@ -3,7 +3,7 @@
 import { useEffect, useRef, useState } from 'react'
 import type { FeedbackRow, Message } from './feedback'
 import { ResponseCard } from './ResponseCard'
-import type { SamplingParams } from './SamplingControls'
+import type { SamplingParams } from './sampling'
 import { useStream } from './useStream'
 
 interface Turn extends Message {

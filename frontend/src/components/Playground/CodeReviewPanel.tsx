@@ -3,7 +3,7 @@ import { lazy, Suspense, useState } from 'react'
 import type { FeedbackRow, Message } from './feedback'
 import { ResponseCard } from './ResponseCard'
 import { LANGUAGES, reviewMessages, SAMPLE_CODE } from './review'
-import type { SamplingParams } from './SamplingControls'
+import type { SamplingParams } from './sampling'
 import { useStream } from './useStream'
 
 const CodeEditor = lazy(() => import('./CodeEditor'))

@@ -1,13 +1,5 @@
 // Sampling controls shared by chat, code review and A/B: the same knobs as POST /api/sample.
-export interface SamplingParams {
-  temperature: number
-  top_p: number
-  max_tokens: number
-  /** null = a fresh random seed each time; a number makes answers repeatable. */
-  seed: number | null
-}
-
-export const DEFAULT_SAMPLING: SamplingParams = { temperature: 0.7, top_p: 1, max_tokens: 256, seed: null }
+import type { SamplingParams } from './sampling'
 
 interface Props {
   value: SamplingParams

@@ -1,7 +1,7 @@
 // One streamed answer as React state, with an abort controller behind the Stop button.
 import { useCallback, useEffect, useRef, useState } from 'react'
 import type { Message } from './feedback'
-import type { SamplingParams } from './SamplingControls'
+import type { SamplingParams } from './sampling'
 import { isAbort, streamSample } from './stream'
 
 export interface StreamState {

@@ -2,7 +2,7 @@
 // from the job list, the new-job form and every wizard step.
 import { useState } from 'react'
 import { ALGORITHMS } from './algorithms'
-import { Modal } from './ui'
+import { Modal } from '../ui/Modal'
 
 export function AlgorithmCards({ highlight }: { highlight?: string }) {
   return (

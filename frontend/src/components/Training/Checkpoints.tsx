@@ -1,6 +1,6 @@
 // A job's checkpoints, each with the model it became in the library (GET /api/models?job_id=).
 import { Link } from 'react-router-dom'
-import { Empty, ErrorState, Loading } from '../common/States'
+import { Empty, ErrorState, Loading } from '../ui/States'
 import { formatValue } from '../../lib/metrics'
 import { useCheckpoints, useJobModels } from './queries'
 

@@ -1,11 +1,12 @@
 // After launch: the job's way from request to training, from live events (queued → starting →
 // running → done), then the verdict of its report and what happens next.
 import { Link } from 'react-router-dom'
-import { ProgressBar } from '../common/States'
+import { ProgressBar } from '../ui/Status'
 import { useJobEvents } from '../../hooks/useJobEvents'
 import { reportOf } from './contract'
 import { smoothedEta } from './eta'
-import { useJob, useJobMetrics, useJobModels, type Job, type JobState } from './queries'
+import { isLive, type JobState } from '../../api/vocabulary'
+import { useJob, useJobMetrics, useJobModels, type Job } from './queries'
 import { verdictLine } from './report'
 import { JobSparkline } from './Sparkline'
 import { formatDuration } from './wizardLogic'
@@ -62,7 +63,8 @@ export function DeploySteps({ jobId }: { jobId: string }) {
   const eta = job.data ? smoothedEta(job.data, metrics.data?.data ?? []) : null
   const state = job.data?.state ?? 'queued'
   const reached = ORDER.indexOf(state)
-  const ended = state === 'failed' || state === 'cancelled' || state === 'interrupted' || state === 'paused'
+  // stopped short of the end: failed, cancelled, paused or interrupted
+  const ended = !isLive(state) && state !== 'succeeded'
   return (
     <div className="flex flex-col gap-5">
       <ol className="grid gap-3 md:grid-cols-4" aria-label="Deploy steps">

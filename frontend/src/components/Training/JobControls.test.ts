@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { pauseNote } from './JobControls'
+import { pauseNote } from './controls'
 import type { Job } from './queries'
 
 const job = (state: string, step: number, save_every?: number) =>

@@ -3,27 +3,14 @@
 // job whose settings, data or model are at fault); cancel asks first, it cannot be undone.
 import { useState } from 'react'
 import { errorMessage } from '../../api/client'
+import { allows, pauseNote } from './controls'
 import { useJobAction, type Job, type JobAction } from './queries'
-import { Modal } from './ui'
-
-const CAN: Record<Exclude<JobAction, 'resume'>, Job['state'][]> = {
-  pause: ['queued', 'starting', 'running'],
-  cancel: ['queued', 'starting', 'running', 'paused', 'interrupted'],
-}
-
-/** What a pause now would lose: resume continues from the last checkpoint, so before the
- * first one it starts again from step 0 (and the earlier attempt's curve is dropped). */
-export function pauseNote(job: Job): string | null {
-  const every = Number((job.config as Record<string, unknown>).save_every)
-  if (job.state !== 'running' || !Number.isFinite(every) || every <= 0) return null
-  if (job.step < every) return `No checkpoint yet (the first comes at step ${every}): paused now, it starts again from step 0.`
-  return `Paused now, it resumes from step ${Math.floor(job.step / every) * every}, the last checkpoint.`
-}
+import { Modal } from '../ui/Modal'
 
 export function JobControls({ job }: { job: Job }) {
   const action = useJobAction(job.id)
   const [confirm, setConfirm] = useState(false)
-  const can = (a: JobAction) => (a === 'resume' ? job.retryable === true : CAN[a].includes(job.state))
+  const can = (a: JobAction) => allows(job, a)
   return (
     <div className="flex flex-col items-end gap-2">
       <div className="flex gap-2">

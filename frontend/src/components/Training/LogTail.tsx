@@ -2,10 +2,10 @@
 // lines of the socket. The socket replays from seq 1, so its lines overlap the fetched tail;
 // lines already shown are skipped (each carries a step or a path, so repeats are rare).
 import { useEffect, useRef } from 'react'
-import { ErrorState, Loading } from '../common/States'
+import { ErrorState, Loading } from '../ui/States'
 import { useJobLogs } from './queries'
 
-export function mergeLogs(before: readonly string[], live: readonly string[]): string[] {
+function mergeLogs(before: readonly string[], live: readonly string[]): string[] {
   const seen = new Set(before)
   return [...before, ...live.filter((l) => !seen.has(l))]
 }

@@ -5,7 +5,9 @@ import { useState } from 'react'
 import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts'
 import { CHART_TITLES, SECTIONS, checkMetric, formatValue, metricInfo, metricOrder, type SeriesMap } from '../../lib/metrics'
 import { sortStages, STAGE_LABEL, type StageSeries } from './series'
-import { InfoTip, Tabs, Warning } from './ui'
+import { Warning } from '../ui/Warning'
+import { InfoTip } from '../ui/InfoTip'
+import { Tabs } from '../ui/Tabs'
 
 const COLORS = ['#0ea5e9', '#14b8a6', '#f59e0b', '#a78bfa', '#f472b6']
 
@@ -15,7 +17,7 @@ interface ChartSpec {
 }
 
 /** Metrics sharing a chart id go on one chart, in the order they were first logged. */
-export function chartsOf(keys: readonly string[]): { section: string; charts: ChartSpec[] }[] {
+function chartsOf(keys: readonly string[]): { section: string; charts: ChartSpec[] }[] {
   const charts = new Map<string, ChartSpec>()
   for (const key of [...keys].sort((a, b) => metricOrder(a) - metricOrder(b))) {
     const chart = metricInfo(key).chart

@@ -2,7 +2,7 @@
 // their rewards and advantages, a step picker, and the histogram of the step's rewards.
 import { useState } from 'react'
 import { Bar, BarChart, CartesianGrid, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts'
-import { Empty, ErrorState, Loading } from '../common/States'
+import { Empty, ErrorState, Loading } from '../ui/States'
 import { formatValue } from '../../lib/metrics'
 import { useRollouts } from './queries'
 
@@ -27,7 +27,7 @@ function asGroups(data: readonly Record<string, unknown>[]): RolloutGroup[] {
 }
 
 /** Rewards into equal-width bins; a single bin when every reward is the same. */
-export function histogram(values: readonly number[], bins = 10): { label: string; count: number }[] {
+function histogram(values: readonly number[], bins = 10): { label: string; count: number }[] {
   if (!values.length) return []
   const lo = Math.min(...values)
   const hi = Math.max(...values)

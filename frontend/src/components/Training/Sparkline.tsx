@@ -2,11 +2,12 @@
 // metric, so a glance tells falling loss from a flat or climbing one.
 import { Line, LineChart, YAxis } from 'recharts'
 import { formatValue, metricInfo, primaryMetric } from '../../lib/metrics'
-import { isActive, useJobMetrics, type Job } from './queries'
+import { isLive } from '../../api/vocabulary'
+import { useJobMetrics, type Job } from './queries'
 import { buildSeries } from './series'
 
 export function JobSparkline({ job }: { job: Job }) {
-  const metrics = useJobMetrics(job.id, isActive(job.state))
+  const metrics = useJobMetrics(job.id, isLive(job.state))
   const stages = buildSeries(metrics.data?.data ?? [])
   // RLHF: the latest stage is the one training now.
   const stage = stages[stages.length - 1]

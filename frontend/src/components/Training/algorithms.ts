@@ -1,10 +1,10 @@
 // The four algorithms as users meet them: what they are, when to pick them, their data, their
-// loss, the dataset kinds the server accepts for them (jobs/spec.py KINDS), and the key
-// hyperparameters the forms show (their values and rules come from the server).
-import type { Schemas } from '../../api/client'
+// loss, and which settings the forms show, under which label. Everything else about a setting
+// (its help, default or proposal, choices, bounds) and the dataset kinds each algorithm takes
+// come from the server's OpenAPI document (api/jobConfig.ts).
+import type { Algorithm, RlhfStage } from '../../api/jobConfig'
 
-export type Algorithm = Schemas['JobCreate']['algorithm']
-export type DatasetKind = Schemas['DatasetPublic']['kind']
+export type { Algorithm } from '../../api/jobConfig'
 
 export interface AlgorithmInfo {
   id: Algorithm
@@ -66,99 +66,65 @@ export const ALGORITHM_BY_ID = Object.fromEntries(ALGORITHMS.map((a) => [a.id, a
   AlgorithmInfo
 >
 
-/** The dataset kinds each algorithm trains on; RLHF's three datasets by stage. */
-export const KINDS: Record<Algorithm, DatasetKind[]> = {
-  sl: ['chat', 'prompt_completion'],
-  dpo: ['preferences'],
-  rl: ['problems'],
-  rlhf: ['chat', 'prompt_completion'],
-}
-export const RLHF_KINDS = {
-  sl: ['chat', 'prompt_completion'] as DatasetKind[],
-  rm: ['preferences'] as DatasetKind[],
-  rl: ['problems'] as DatasetKind[],
-}
-
+/** A setting a form shows: its key in the algorithm's config, and its label. */
 export interface ParamSpec {
   key: string
   label: string
-  type: 'number' | 'select'
-  options?: string[]
-  help: string
 }
 
-const LR = (help: string): ParamSpec => ({ key: 'learning_rate', label: 'Learning rate', type: 'number', help })
-const RANK: ParamSpec = {
-  key: 'lora_rank', label: 'LoRA rank', type: 'number',
-  help: 'Adapter capacity; 32 suits most datasets.',
+const LABELS: Record<string, string> = {
+  learning_rate: 'Learning rate',
+  batch_size: 'Batch size',
+  micro_batch_size: 'Micro-batch',
+  num_epochs: 'Epochs',
+  max_steps: 'Max steps',
+  lora_rank: 'LoRA rank',
+  lr_schedule: 'LR schedule',
+  max_length: 'Max length',
+  eval_every: 'Eval every',
+  save_every: 'Save every',
+  beta: 'Beta',
+  group_size: 'Group size',
+  groups_per_batch: 'Groups per batch',
+  max_tokens: 'Max tokens',
+  temperature: 'Temperature',
+  loss_fn: 'Loss',
+  kl_coef: 'KL coefficient',
 }
-const SCHEDULE: ParamSpec = {
-  key: 'lr_schedule', label: 'LR schedule', type: 'select',
-  options: ['linear', 'cosine', 'constant'], help: 'How the learning rate changes over the run.',
-}
-const EVERY = (key: 'eval_every' | 'save_every'): ParamSpec => ({
-  key, label: key === 'eval_every' ? 'Eval every' : 'Save every', type: 'number',
-  help: key === 'eval_every'
-    ? 'Steps between held-out evaluations (0 = only at the end).'
-    : 'Steps between checkpoints; each becomes a model (0 = only at the end).',
-})
 
+const specs = (...keys: string[]): ParamSpec[] => keys.map((key) => ({ key, label: LABELS[key] ?? key }))
+
+/** The settings the new-job form shows, by algorithm; the rest go in its JSON editor. */
 export const PARAMS: Record<Algorithm, ParamSpec[]> = {
-  sl: [
-    LR('LoRA wants ~10× the full fine-tuning rate; halve it if the loss swings.'),
-    { key: 'batch_size', label: 'Batch size', type: 'number', help: 'Examples per step.' },
-    { key: 'micro_batch_size', label: 'Micro-batch', type: 'number', help: 'Examples per forward/backward pass; unset, as many as fit in free GPU memory (the job log explains the choice).' },
-    { key: 'num_epochs', label: 'Epochs', type: 'number', help: 'Passes over the data (ignored when max steps is set).' },
-    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'Steps to train; when set, epochs are ignored.' },
-    RANK,
-    SCHEDULE,
-    { key: 'max_length', label: 'Max length', type: 'number', help: 'Tokens per example; longer ones are cut at the end.' },
-    EVERY('eval_every'),
-    EVERY('save_every'),
-  ],
-  dpo: [
-    LR('The cookbook DPO default; too high erases what the model knew.'),
-    { key: 'beta', label: 'Beta', type: 'number', help: 'Pull towards the reference: higher stays closer.' },
-    { key: 'batch_size', label: 'Batch size', type: 'number', help: 'Pairs per step.' },
-    { key: 'micro_batch_size', label: 'Micro-batch', type: 'number', help: 'Pairs per pass; unset, as many as fit in free GPU memory.' },
-    { key: 'num_epochs', label: 'Epochs', type: 'number', help: 'Passes over the pairs.' },
-    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'Steps to train; when set, epochs are ignored.' },
-    RANK,
-    EVERY('eval_every'),
-    EVERY('save_every'),
-  ],
-  rl: [
-    LR('Real models: 1e-5 – 4e-5.'),
-    { key: 'group_size', label: 'Group size', type: 'number', help: 'Completions sampled per prompt.' },
-    { key: 'groups_per_batch', label: 'Groups per batch', type: 'number', help: 'Prompts per step.' },
-    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'RL steps.' },
-    { key: 'max_tokens', label: 'Max tokens', type: 'number', help: 'Per completion; above the longest good answer.' },
-    { key: 'temperature', label: 'Temperature', type: 'number', help: 'Must leave room to explore.' },
-    { key: 'loss_fn', label: 'Loss', type: 'select', options: ['importance_sampling', 'ppo', 'cispo', 'dro'], help: 'Policy-gradient loss.' },
-    { key: 'kl_coef', label: 'KL coefficient', type: 'number', help: 'Penalty on drifting from the base model (0 = off).' },
-    RANK,
-    EVERY('eval_every'),
-    EVERY('save_every'),
-  ],
-  rlhf: [RANK],
+  sl: specs('learning_rate', 'batch_size', 'micro_batch_size', 'num_epochs', 'max_steps', 'lora_rank', 'lr_schedule', 'max_length', 'eval_every', 'save_every'),
+  dpo: specs('learning_rate', 'beta', 'batch_size', 'micro_batch_size', 'num_epochs', 'max_steps', 'lora_rank', 'eval_every', 'save_every'),
+  rl: specs('learning_rate', 'group_size', 'groups_per_batch', 'max_steps', 'max_tokens', 'temperature', 'loss_fn', 'kl_coef', 'lora_rank', 'eval_every', 'save_every'),
+  rlhf: specs('lora_rank'),
 }
 
-/** Stage settings the RLHF form exposes; the rest go in the JSON editor. */
-export const RLHF_STAGE_PARAMS: Record<'sl' | 'rm' | 'rl', ParamSpec[]> = {
-  sl: [
-    LR('SL stage learning rate.'),
-    { key: 'batch_size', label: 'Batch size', type: 'number', help: 'Demonstrations per step.' },
-    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'Steps of this stage.' },
-  ],
-  rm: [
-    LR('Judge learning rate (cookbook: 3e-4).'),
-    { key: 'batch_size', label: 'Batch size', type: 'number', help: 'Pairs per step (each in both orders).' },
-    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'Steps of this stage.' },
+/** The settings of each RLHF stage the form shows. */
+export const RLHF_STAGE_PARAMS: Record<RlhfStage, ParamSpec[]> = {
+  sl: specs('learning_rate', 'batch_size', 'max_steps'),
+  rm: specs('learning_rate', 'batch_size', 'max_steps'),
+  rl: specs('learning_rate', 'group_size', 'groups_per_batch', 'max_steps'),
+}
+
+/** The settings the wizard shows for each stage it proposes: a supervised one (sl, dpo, rm)
+ * or an RL one. */
+export const WIZARD_PARAMS: Record<'supervised' | 'rl', ParamSpec[]> = {
+  supervised: [
+    ...specs('batch_size'),
+    { key: 'max_steps', label: 'Steps' },
+    ...specs('num_epochs', 'learning_rate'),
+    { key: 'eval_every', label: 'Evaluate every' },
+    ...specs('save_every'),
   ],
   rl: [
-    LR('RL stage learning rate (cookbook RLHF: 1e-5).'),
-    { key: 'group_size', label: 'Group size', type: 'number', help: 'Judge calls grow as n²: the cookbook uses 4.' },
-    { key: 'groups_per_batch', label: 'Groups per batch', type: 'number', help: 'Prompts per step.' },
-    { key: 'max_steps', label: 'Max steps', type: 'number', help: 'RL steps.' },
+    ...specs('group_size'),
+    { key: 'groups_per_batch', label: 'Prompts per step' },
+    { key: 'max_steps', label: 'Steps' },
+    ...specs('learning_rate'),
+    { key: 'eval_every', label: 'Evaluate every' },
+    ...specs('save_every'),
   ],
 }

@@ -1,31 +1,12 @@
-// The issue-14 server API as this dashboard reads it: the proposal, the field rules, base-model
-// suggestions (generated types), and the job report, which the server sends as a plain
-// mapping (typed here), with the error shape its 422s share.
+// The issue-14 server API as this dashboard reads it: the proposal, base-model suggestions
+// (generated types), and the job report, which the server sends as a plain mapping (typed
+// here), with the error shape its 422s share. The settings' rules are in api/jobConfig.ts.
 import { errorMessage, type Schemas } from '../../api/client'
 
-export type Stage = Schemas['StageProposalPublic']['stage']
+export type { Stage } from '../../api/jobConfig'
 export type ProposalRequest = Schemas['JobProposalRequest']
 export type JobProposal = Schemas['JobProposal']
 export type BaseModelOption = Schemas['BaseModelOption']
-
-/** One property of a pydantic JSON Schema, as far as the forms read it. */
-export interface PropertySchema {
-  type?: string
-  anyOf?: PropertySchema[]
-  enum?: unknown[]
-  minimum?: number
-  exclusiveMinimum?: number
-  maximum?: number
-  exclusiveMaximum?: number
-  default?: unknown
-}
-
-export interface ConfigSchema {
-  properties?: Record<string, PropertySchema>
-}
-
-/** GET /api/jobs/config-schema: each config class's JSON Schema. */
-export type ConfigSchemas = Partial<Record<Stage, ConfigSchema>>
 
 export interface ReportMetric {
   name: string

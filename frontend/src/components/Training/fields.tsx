@@ -1,62 +1,34 @@
-// Form fields shared by the new-job form and the wizard. A field's problem shows under it,
-// tied to the input (aria-invalid, aria-describedby) so a screen reader reads it too.
-import type { ReactNode } from 'react'
+// The training forms' fields, shared by the new-job form and the wizard: a setting of a job's
+// config, the base model, a dataset of the kinds an algorithm takes.
 import { Link } from 'react-router-dom'
 import type { Schemas } from '../../api/client'
-import type { DatasetKind, ParamSpec } from './algorithms'
+import { configField, type ConfigSchema } from '../../api/jobConfig'
+import type { DatasetKind } from '../../api/vocabulary'
+import type { ParamSpec } from './algorithms'
+import { invalidProps } from '../ui/aria'
+import { FieldError, NumberField } from '../ui/fields'
 import type { BaseModelOption } from './contract'
-import { InfoTip } from './ui'
+import { InfoTip } from '../ui/InfoTip'
 
 type Dataset = Schemas['DatasetPublic']
 
-/** The message under a field; its id is what the input's aria-describedby names. */
-export function FieldError({ id, error }: { id: string; error: string | null | undefined }) {
-  if (!error) return null
-  return <p id={`${id}-error`} role="alert" className="mt-1 text-xs text-bad">{error}</p>
+/** What an empty field of `key` sends: nothing, so the server proposes it (`proposed`, once
+ * the proposal is in) or takes its documented default. */
+function emptyMeans(schema: ConfigSchema, key: string, proposed: unknown): { short: string; long: string } {
+  const field = configField(schema, key)
+  if (field?.proposed) {
+    if (proposed === undefined || proposed === null) return { short: 'proposed by the server', long: 'the server proposes it from your data' }
+    return { short: `proposed: ${String(proposed)}`, long: `the server's proposal, ${String(proposed)}` }
+  }
+  const value = JSON.stringify(field?.default ?? null)
+  return { short: `default: ${value}`, long: `the default, ${value}` }
 }
 
-/** Props that tie an input to its error message. */
-function invalidProps(id: string, error: string | null | undefined) {
-  return error ? { 'aria-invalid': true as const, 'aria-describedby': `${id}-error` } : {}
-}
-
-export function NumberField({
-  id,
-  label,
-  help,
-  value,
-  onChange,
-  error,
-  placeholder,
-}: {
-  id: string
-  label: string
-  help: ReactNode
-  value: string
-  onChange: (v: string) => void
-  error?: string | null
-  placeholder?: string
-}) {
-  return (
-    <div>
-      <label htmlFor={id} className="label flex items-center gap-1.5">{label} <InfoTip label={`About ${label}`}>{help}</InfoTip></label>
-      <input
-        id={id}
-        className={`input font-mono ${error ? 'border-bad/70 focus:border-bad' : ''}`}
-        inputMode="decimal"
-        value={value}
-        placeholder={placeholder}
-        onChange={(e) => onChange(e.target.value)}
-        {...invalidProps(id, error)}
-      />
-      <FieldError id={id} error={error} />
-    </div>
-  )
-}
-
-/** A field of the new-job form. Empty means "the server's proposal" (shown as placeholder). */
+/** A setting of the new-job form: its help, choices and default from the server's schema.
+ * Empty means "the server's proposal" or "the default" (shown as placeholder). */
 export function ParamField({
   spec,
+  schema,
   value,
   onChange,
   id,
@@ -64,32 +36,34 @@ export function ParamField({
   proposed,
 }: {
   spec: ParamSpec
+  /** The config schema the setting is in (its algorithm's, or its RLHF stage's). */
+  schema: ConfigSchema
   value: string
   onChange: (v: string) => void
   id: string
   error?: string | null
-  /** What the server would use if the field stays empty. */
+  /** What the server would use if the field stays empty (for a proposed field). */
   proposed?: unknown
 }) {
-  const shown = proposed === undefined || proposed === null ? null : String(proposed)
-  const help = <>{spec.help} Empty: {shown === null ? 'the server proposes it from your data' : `the server's proposal, ${shown}`}.</>
-  if (spec.type === 'select') {
+  const field = configField(schema, spec.key)
+  const empty = emptyMeans(schema, spec.key, proposed)
+  const help = <>{field?.description} Empty: {empty.long}.</>
+  if (field?.options) {
     return (
       <div>
         <label htmlFor={id} className="label flex items-center gap-1.5">
           {spec.label} <InfoTip label={`About ${spec.label}`}>{help}</InfoTip>
         </label>
         <select id={id} className="input" value={value} onChange={(e) => onChange(e.target.value)} {...invalidProps(id, error)}>
-          <option value="">{shown === null ? 'proposed by the server' : `proposed: ${shown}`}</option>
-          {spec.options?.map((o) => <option key={o}>{o}</option>)}
+          <option value="">{empty.short}</option>
+          {field.options.map((o) => <option key={o}>{o}</option>)}
         </select>
         <FieldError id={id} error={error} />
       </div>
     )
   }
   return (
-    <NumberField id={id} label={spec.label} help={help} value={value} onChange={onChange} error={error}
-      placeholder={shown === null ? 'proposed by the server' : `proposed: ${shown}`} />
+    <NumberField id={id} label={spec.label} help={help} value={value} onChange={onChange} error={error} placeholder={empty.short} />
   )
 }
 

@@ -4,10 +4,6 @@ import type { Job } from './queries'
 import { buildJobRequest, formErrors, formFromJob, initialForm, proposalRequest } from './jobRequest'
 import { job } from './testing'
 
-const INT_GT0 = { type: 'integer', exclusiveMinimum: 0 }
-const RULES = { properties: { batch_size: INT_GT0, groups_per_batch: INT_GT0, group_size: { type: 'integer', minimum: 2 }, max_steps: INT_GT0, lora_rank: INT_GT0, learning_rate: { type: 'number', exclusiveMinimum: 0 } } }
-const SCHEMAS = { sl: RULES, rm: RULES, rl: RULES, dpo: RULES }
-
 const stage = (s: 'sl' | 'rm' | 'rl', train: number) => ({ stage: s, rows: train + 10, train_rows: train, steps: 5, config: {}, why: [] })
 const RLHF_PROPOSAL: JobProposal = {
   algorithm: 'rlhf', base_model: 'thinker/tiny', parent_model_id: null, config: {}, total_steps: 15, warnings: [], train_rows: 90,
@@ -21,7 +17,7 @@ describe('the new-job form', () => {
       params: { lora_rank: '0' },
       stageParams: { 'sl.batch_size': '64', 'rm.batch_size': '64', 'rl.groups_per_batch': '20', 'rl.group_size': '1' },
     }
-    expect(formErrors(form, SCHEMAS, RLHF_PROPOSAL)).toEqual({
+    expect(formErrors(form, RLHF_PROPOSAL)).toEqual({
       lora_rank: 'Must be greater than 0.',
       'rm.batch_size': 'Larger than the 36 training rows: at most 36.',
       'rl.groups_per_batch': 'Larger than the 18 training rows: at most 18.',

@@ -2,8 +2,9 @@
 // an empty field is left out so the server's proposal applies. The JSON editor's object is
 // merged last (deeply, so {"rl": {"max_tokens": 12}} keeps the form's other rl keys).
 import type { Schemas } from '../../api/client'
+import { configField, configSchema, RLHF_STAGES, type ConfigSchema, type RlhfStage, type Stage } from '../../api/jobConfig'
 import { PARAMS, RLHF_STAGE_PARAMS, type Algorithm, type ParamSpec } from './algorithms'
-import type { ConfigSchemas, JobProposal, ProposalRequest, Stage } from './contract'
+import type { JobProposal, ProposalRequest } from './contract'
 import type { Job } from './queries'
 import { batchKey, batchLimit, checkNumber, ruleOf } from './validate'
 
@@ -50,19 +51,21 @@ export function deepMerge(a: Json, b: Json): Json {
   return out
 }
 
-function values(specs: readonly ParamSpec[], fields: Fields, prefix: string, where: string, problems: string[]): Json {
+function values(schema: ConfigSchema, specs: readonly ParamSpec[], fields: Fields, prefix: string, where: string, problems: string[]): Json {
   const out: Json = {}
   for (const p of specs) {
     const raw = (fields[prefix + p.key] ?? '').trim()
     if (raw === '') continue
-    if (p.type === 'select') out[p.key] = raw
+    if (configField(schema, p.key)?.options) out[p.key] = raw
     else if (Number.isFinite(Number(raw))) out[p.key] = Number(raw)
     else problems.push(`${where}${p.key}: "${raw}" is not a number`)
   }
   return out
 }
 
-/** The request body, or the problems found before asking the server. */
+/** The request body, or the problems found before asking the server. (Typed loosely: the
+ * server takes every setting as optional, while the generated types call each field with a
+ * default required, as is right for what the server sends.) */
 export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | null; problems: string[] } {
   const problems: string[] = []
   let extra: Json = {}
@@ -73,9 +76,9 @@ export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | nu
   } catch (e) {
     problems.push(`other settings: invalid JSON (${(e as Error).message})`)
   }
-  let config = values(PARAMS[f.algorithm], f.params, '', 'config.', problems)
+  let config = values(configSchema(f.algorithm), PARAMS[f.algorithm], f.params, '', 'config.', problems)
   if (f.algorithm === 'rlhf') {
-    const stage = (s: 'sl' | 'rm' | 'rl') => values(RLHF_STAGE_PARAMS[s], f.stageParams, `${s}.`, `config.${s}.`, problems)
+    const stage = (s: RlhfStage) => values(configSchema('rlhf', s), RLHF_STAGE_PARAMS[s], f.stageParams, `${s}.`, `config.${s}.`, problems)
     config = {
       ...config,
       sl: stage('sl'),
@@ -86,39 +89,38 @@ export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | nu
   config = deepMerge(config, extra)
   if (!f.baseModel.trim()) problems.push('base_model: required')
   if (problems.length) return { body: null, problems }
-  return {
-    body: {
-      algorithm: f.algorithm,
-      backend: f.backend,
-      base_model: f.baseModel.trim(),
-      dataset_id: f.datasetId || null,
-      priority: 0,
-      ...(f.name.trim() ? { name: f.name.trim() } : {}),
-      config,
-    },
-    problems,
+  const body = {
+    algorithm: f.algorithm,
+    backend: f.backend,
+    base_model: f.baseModel.trim(),
+    dataset_id: f.datasetId || null,
+    priority: 0,
+    ...(f.name.trim() ? { name: f.name.trim() } : {}),
+    config,
   }
+  return { body: body as Schemas['JobCreate'], problems }
 }
 
-/** Where each field's rules are: its config class, and the stage whose training rows bound it. */
-function fieldStages(f: FormState): { specs: readonly ParamSpec[]; prefix: string; stage: Stage; fields: Fields }[] {
-  if (f.algorithm !== 'rlhf') return [{ specs: PARAMS[f.algorithm], prefix: '', stage: f.algorithm, fields: f.params }]
+/** Where each field's rules are: its config schema, and the stage whose training rows bound it
+ * (none for RLHF's own keys, such as lora_rank). */
+function fieldStages(f: FormState): { schema: ConfigSchema; specs: readonly ParamSpec[]; prefix: string; stage: Stage | null; fields: Fields }[] {
+  if (f.algorithm !== 'rlhf') return [{ schema: configSchema(f.algorithm), specs: PARAMS[f.algorithm], prefix: '', stage: f.algorithm, fields: f.params }]
   return [
-    // RLHF's own keys (lora_rank) follow the SL rules; its stages their own classes.
-    { specs: PARAMS.rlhf, prefix: '', stage: 'sl', fields: f.params },
-    ...(['sl', 'rm', 'rl'] as const).map((s) => ({ specs: RLHF_STAGE_PARAMS[s], prefix: `${s}.`, stage: s, fields: f.stageParams })),
+    { schema: configSchema('rlhf'), specs: PARAMS.rlhf, prefix: '', stage: null, fields: f.params },
+    ...RLHF_STAGES.map((s) => ({ schema: configSchema('rlhf', s), specs: RLHF_STAGE_PARAMS[s], prefix: `${s}.`, stage: s, fields: f.stageParams })),
   ]
 }
 
 /** Each invalid number field's message, keyed as the form keys it ("batch_size", "rl.max_steps"). */
-export function formErrors(f: FormState, schemas: ConfigSchemas | undefined, proposal: JobProposal | undefined): Record<string, string> {
+export function formErrors(f: FormState, proposal: JobProposal | undefined): Record<string, string> {
   const errors: Record<string, string> = {}
-  for (const { specs, prefix, stage, fields } of fieldStages(f)) {
-    const rows = proposal?.stages.find((s) => s.stage === stage)?.train_rows ?? (prefix === '' ? proposal?.train_rows : undefined)
+  for (const { schema, specs, prefix, stage, fields } of fieldStages(f)) {
+    const rows = proposal?.stages.find((s) => s.stage === stage)?.train_rows
     for (const p of specs) {
-      if (p.type !== 'number') continue
-      const limit = p.key === batchKey(stage) && !(f.algorithm === 'rlhf' && prefix === '') ? batchLimit(rows) : undefined
-      const error = checkNumber(fields[prefix + p.key] ?? '', ruleOf(schemas?.[stage], p.key), { limit })
+      const rule = ruleOf(schema, p.key)
+      if (!rule) continue
+      const limit = stage !== null && p.key === batchKey(stage) ? batchLimit(rows) : undefined
+      const error = checkNumber(fields[prefix + p.key] ?? '', rule, { limit })
       if (error) errors[prefix + p.key] = error
     }
   }
@@ -133,13 +135,14 @@ export function proposalRequest(f: FormState, errors: Readonly<Record<string, st
     Object.fromEntries(Object.entries(fields).filter(([k]) => !((prefix + k) in errors)))
   const valid: FormState = { ...f, params: blank(f.params, ''), stageParams: blank(f.stageParams, ''), extraJson: '{}' }
   const { body } = buildJobRequest(valid)
-  return {
+  const request = {
     algorithm: f.algorithm,
     backend: f.backend,
     base_model: f.baseModel.trim(),
     dataset_id: f.datasetId,
     config: body?.config ?? {},
   }
+  return request as ProposalRequest
 }
 
 /** Keys the server sets (paths, the top-level fields): never copied into a new request. */
@@ -174,7 +177,7 @@ export function formFromJob(job: Job): FormState {
   if (algorithm === 'rlhf') {
     const { sl: _sl, rm: _rm, rl: _rl, ...top } = config
     extra = splitSection(top, PARAMS.rlhf, '', form.params)
-    for (const stage of ['sl', 'rm', 'rl'] as const) {
+    for (const stage of RLHF_STAGES) {
       const section: Json = isObject(config[stage]) ? { ...(config[stage] as Json) } : {}
       if (stage !== 'sl' && typeof section.dataset_id === 'string') {
         form[stage === 'rm' ? 'rmDatasetId' : 'rlDatasetId'] = section.dataset_id

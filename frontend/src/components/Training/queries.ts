@@ -5,14 +5,11 @@
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { useEffect, useState } from 'react'
 import { api, unwrap, type Schemas } from '../../api/client'
-import { problemsOf, unwrapProblems, type ConfigSchemas, type ProposalRequest } from './contract'
+import { isLive, type JobState } from '../../api/vocabulary'
+import { problemsOf, unwrapProblems, type ProposalRequest } from './contract'
 
 export type Job = Schemas['JobPublic']
-export type JobState = Job['state']
 export type MetricsPage = Schemas['MetricsPage']
-
-export const ACTIVE: readonly JobState[] = ['queued', 'starting', 'running']
-export const isActive = (state: JobState | undefined) => !!state && ACTIVE.includes(state)
 
 export function useJobs(state: JobState | 'all') {
   return useQuery({
@@ -24,7 +21,7 @@ export function useJobs(state: JobState | 'all') {
         }),
       ),
     // Steps and ETA change without a state event, so poll while something is training.
-    refetchInterval: (q) => (q.state.data?.data.some((j) => isActive(j.state)) ? 3_000 : false),
+    refetchInterval: (q) => (q.state.data?.data.some((j) => isLive(j.state)) ? 3_000 : false),
   })
 }
 
@@ -34,7 +31,7 @@ export function useJob(jobId: string, enabled = true) {
     enabled,
     queryFn: async () => unwrap(await api.GET('/api/jobs/{job_id}', { params: { path: { job_id: jobId } } })),
     // ETA is computed by the server; refresh it now and then, the socket does the rest.
-    refetchInterval: (q) => (isActive(q.state.data?.state) ? 5_000 : false),
+    refetchInterval: (q) => (isLive(q.state.data?.state) ? 5_000 : false),
   })
 }
 
@@ -115,16 +112,6 @@ export function useBaseModels() {
     queryKey: ['base-models'],
     queryFn: async () => unwrap(await api.GET('/api/base-models')).data,
     staleTime: 60_000,
-  })
-}
-
-/** The server's rules for every config field (JSON Schema per config class). */
-export function useConfigSchema() {
-  return useQuery({
-    queryKey: ['job-config-schema'],
-    // Typed as a plain mapping by the server: JSON Schema per config class.
-    queryFn: async () => unwrap(await api.GET('/api/jobs/config-schema')) as ConfigSchemas,
-    staleTime: Infinity,
   })
 }
 

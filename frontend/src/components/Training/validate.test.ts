@@ -1,23 +1,13 @@
 import { describe, expect, test } from 'vitest'
-import type { ConfigSchema } from './contract'
+import { configSchema } from '../../api/jobConfig'
 import { batchKey, batchLimit, checkNumber, parseNumber, ruleOf } from './validate'
 
-// Excerpts of SLConfig.model_json_schema(), as GET /api/jobs/config-schema sends them.
-const SL: ConfigSchema = {
-  properties: {
-    batch_size: { default: 16, exclusiveMinimum: 0, type: 'integer' },
-    num_epochs: { default: 1, exclusiveMinimum: 0, type: 'integer' },
-    max_steps: { anyOf: [{ exclusiveMinimum: 0, type: 'integer' }, { type: 'null' }], default: null },
-    learning_rate: { default: 1e-4, exclusiveMinimum: 0, type: 'number' },
-    eval_every: { default: 10, minimum: 0, type: 'integer' },
-    eval_fraction: { default: 0.1, minimum: 0, exclusiveMaximum: 1, type: 'number' },
-    lr_schedule: { default: 'linear', enum: ['linear', 'cosine', 'constant'], type: 'string' },
-  },
-}
+// SL's config as the server's OpenAPI document has it.
+const SL = configSchema('sl')
 
 describe('rules from the schema', () => {
   test('integer, number, nullable and bounds, from plain and anyOf properties', () => {
-    expect(ruleOf(SL, 'batch_size')).toEqual({ type: 'integer', nullable: false, exclusiveMinimum: 0, minimum: undefined, maximum: undefined, exclusiveMaximum: undefined })
+    expect(ruleOf(SL, 'batch_size')).toEqual({ type: 'integer', nullable: false, exclusiveMinimum: 0, minimum: undefined, maximum: 1_000_000, exclusiveMaximum: undefined })
     expect(ruleOf(SL, 'max_steps')).toMatchObject({ type: 'integer', nullable: true, exclusiveMinimum: 0 })
     expect(ruleOf(SL, 'eval_fraction')).toMatchObject({ type: 'number', minimum: 0, exclusiveMaximum: 1 })
   })

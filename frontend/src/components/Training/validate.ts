@@ -1,7 +1,8 @@
-// Numeric fields checked as typed, by the server's own rules (GET /api/jobs/config-schema) and
-// the one rule a schema cannot hold: a batch no larger than the rows left for training.
-// Nothing is corrected here: a value is either sent as shown or refused with a message.
-import type { ConfigSchema, PropertySchema, Stage } from './contract'
+// Numeric fields checked as typed, by the server's own rules (the config schemas of its
+// OpenAPI document, api/jobConfig.ts) and the one rule a schema cannot hold: a batch no larger
+// than the rows left for training. Nothing is corrected here: a value is either sent as
+// shown or refused with a message.
+import type { ConfigSchema, PropertySchema, Stage } from '../../api/jobConfig'
 
 export interface FieldRule {
   type: 'integer' | 'number'

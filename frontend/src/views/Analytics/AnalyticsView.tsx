@@ -4,16 +4,16 @@ import { useQueries, useQuery } from '@tanstack/react-query'
 import { useState } from 'react'
 import { Link, useSearchParams } from 'react-router-dom'
 import { api, unwrap, type Schemas } from '../../api/client'
+import { isLive } from '../../api/vocabulary'
 import { ConfigDiffTable } from '../../components/Analytics/ConfigDiffTable'
 import { EvalTable } from '../../components/Analytics/EvalTable'
 import { MetricChart } from '../../components/Analytics/MetricChart'
 import { fetchAllMetrics, finalEval, metricNames } from '../../components/Analytics/metrics'
 import { ModelSummary } from '../../components/Analytics/ModelSummary'
 import { RunPicker } from '../../components/Analytics/RunPicker'
-import { Empty, ErrorState, Loading } from '../../components/common/States'
+import { Empty, ErrorState, Loading } from '../../components/ui/States'
 
 type Job = Schemas['JobPublic']
-const LIVE = new Set(['queued', 'starting', 'running'])
 const PREFERRED = ['train_mean_nll', 'loss', 'reward_mean', 'dpo_loss', 'eval_mean_nll']
 
 export function AnalyticsView() {
@@ -72,7 +72,7 @@ function RunDetails({ jobs, allJobs }: { jobs: Job[]; allJobs: Job[] }) {
     queries: jobs.map((job) => ({
       queryKey: ['job-metrics-all', job.id],
       queryFn: () => fetchAllMetrics(job.id),
-      refetchInterval: LIVE.has(job.state) ? 5_000 : (false as const),
+      refetchInterval: isLive(job.state) ? 5_000 : (false as const),
     })),
   })
   const models = useQuery({

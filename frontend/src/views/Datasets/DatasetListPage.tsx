@@ -1,10 +1,11 @@
 // The dataset list with its three states, and the two ways to add data.
 import { useState } from 'react'
 import { Link } from 'react-router-dom'
+import { DATASET_KINDS } from '../../api/vocabulary'
 import { DatasetTable } from '../../components/Datasets/DatasetTable'
 import { KIND_LABEL } from '../../components/Datasets/format'
 import { useDatasets } from '../../components/Datasets/queries'
-import { Empty, ErrorState, Loading } from '../../components/common/States'
+import { Empty, ErrorState, Loading } from '../../components/ui/States'
 import { PageHeader } from './PageHeader'
 
 export function DatasetListPage() {
@@ -30,7 +31,7 @@ export function DatasetListPage() {
         <div className="flex flex-col gap-3">
           <div className="flex items-center gap-2 text-sm">
             <span className="label mb-0">kind</span>
-            {['', ...Object.keys(KIND_LABEL)].map((k) => (
+            {(['', ...DATASET_KINDS] as const).map((k) => (
               <button key={k} type="button" onClick={() => setKind(k)}
                 className={`rounded-full px-3 py-1 text-xs ${kind === k ? 'bg-accent/15 text-accent ring-1 ring-accent/40' : 'text-neutral-400 hover:text-neutral-100'}`}>
                 {k ? KIND_LABEL[k] : 'all'}

@@ -1,7 +1,7 @@
 // One dataset version: what it is, how training sees it, its statistics, its lineage, and
 // what used it.
 import { useMutation, useQueryClient } from '@tanstack/react-query'
-import { useState, type ReactNode } from 'react'
+import { useState } from 'react'
 import { useNavigate, useParams } from 'react-router-dom'
 import { api, errorMessage } from '../../api/client'
 import { formatBytes, formatDate } from '../../components/Datasets/format'
@@ -13,7 +13,8 @@ import { RenderControls } from '../../components/Datasets/RenderControls'
 import { StatsPanel } from '../../components/Datasets/StatsPanel'
 import { UsagePanel } from '../../components/Datasets/UsagePanel'
 import { VersionsPanel } from '../../components/Datasets/VersionsPanel'
-import { ErrorState, Loading } from '../../components/common/States'
+import { Section } from '../../components/ui/Section'
+import { ErrorState, Loading } from '../../components/ui/States'
 import { PageHeader } from './PageHeader'
 
 export function DatasetPage() {
@@ -39,16 +40,6 @@ export function DatasetPage() {
         <Section title="Used by"><UsagePanel dataset={d} /></Section>
       </div>
     </div>
-  )
-}
-
-function Section({ title, aside, children }: { title: string; aside?: ReactNode; children: ReactNode }) {
-  return (
-    <section className="card flex flex-col gap-4">
-      <h2 className="text-sm font-semibold uppercase tracking-wider text-neutral-300">{title}</h2>
-      {aside}
-      {children}
-    </section>
   )
 }
 

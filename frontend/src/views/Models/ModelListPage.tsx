@@ -5,7 +5,7 @@ import { CompareBar } from '../../components/Models/CompareBar'
 import { ModelFilters } from '../../components/Models/ModelFilters'
 import { ModelsTable } from '../../components/Models/ModelsTable'
 import { useDatasetNames, useModels, type ModelFilter } from '../../components/Models/queries'
-import { Empty, ErrorState, Loading } from '../../components/common/States'
+import { Empty, ErrorState, Loading } from '../../components/ui/States'
 
 export function ModelListPage() {
   const [filter, setFilter] = useState<ModelFilter>({})

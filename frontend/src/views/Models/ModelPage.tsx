@@ -1,12 +1,13 @@
 // One model: its lineage, lifecycle, the file actions, and comparison with another model.
-import { useState, type ReactNode } from 'react'
+import { useState } from 'react'
 import { Link, useNavigate, useParams } from 'react-router-dom'
 import { LifecycleSelect } from '../../components/Models/LifecycleSelect'
 import { LineagePanel } from '../../components/Models/LineagePanel'
 import { ExportPanel, ModelActions } from '../../components/Models/ModelActions'
 import { useModel, useModels, type ModelDetail } from '../../components/Models/queries'
 import { formatDate } from '../../components/Datasets/format'
-import { ErrorState, Loading } from '../../components/common/States'
+import { Section } from '../../components/ui/Section'
+import { ErrorState, Loading } from '../../components/ui/States'
 
 export function ModelPage() {
   const { id = '' } = useParams()
@@ -39,15 +40,6 @@ export function ModelPage() {
 
 function BackLink() {
   return <Link to="/models" className="text-xs uppercase tracking-wider text-neutral-500 hover:text-accent">← models</Link>
-}
-
-function Section({ title, children }: { title: string; children: ReactNode }) {
-  return (
-    <section className="card flex flex-col gap-4">
-      <h2 className="text-sm font-semibold uppercase tracking-wider text-neutral-300">{title}</h2>
-      {children}
-    </section>
-  )
 }
 
 /** Models of the same base model first: a comparison across base models is rarely meant. */

@@ -2,7 +2,7 @@
 // with feedback saved as training data. ?model=<id> preselects; ?a=<id>&b=<id> opens A/B.
 import { useState } from 'react'
 import { Link, useSearchParams } from 'react-router-dom'
-import { ErrorState, Loading } from '../../components/common/States'
+import { ErrorState, Loading } from '../../components/ui/States'
 import { ABPanel } from '../../components/Playground/ABPanel'
 import { ChatPanel } from '../../components/Playground/ChatPanel'
 import { CodeReviewPanel } from '../../components/Playground/CodeReviewPanel'
@@ -10,7 +10,8 @@ import type { FeedbackRow } from '../../components/Playground/feedback'
 import { FeedbackSaver } from '../../components/Playground/FeedbackSaver'
 import { ModelPicker } from '../../components/Playground/ModelPicker'
 import { useModelOptions, type ModelOption } from '../../components/Playground/models'
-import { DEFAULT_SAMPLING, SamplingControls, type SamplingParams } from '../../components/Playground/SamplingControls'
+import { DEFAULT_SAMPLING, type SamplingParams } from '../../components/Playground/sampling'
+import { SamplingControls } from '../../components/Playground/SamplingControls'
 
 type Mode = 'chat' | 'review' | 'ab'
 const MODES: { id: Mode; label: string }[] = [

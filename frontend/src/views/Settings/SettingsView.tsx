@@ -1,7 +1,7 @@
 // Settings: the Tinker key, the server's configuration, API tokens and the onboarding tour.
 import { useQuery } from '@tanstack/react-query'
 import { api, unwrap } from '../../api/client'
-import { ErrorState, Loading } from '../../components/common/States'
+import { ErrorState, Loading } from '../../components/ui/States'
 import { ServerInfoCard } from './ServerInfoCard'
 import { TinkerKeyCard } from './TinkerKeyCard'
 import { TokensCard } from './TokensCard'

@@ -1,15 +1,17 @@
 // /training: every job, newest first, live (jobs room + polling while something trains).
 import { useState } from 'react'
 import { Link } from 'react-router-dom'
-import { Empty, ErrorState, Loading, ProgressBar, StatusLed } from '../../components/common/States'
+import { isLive, type JobState } from '../../api/vocabulary'
+import { Empty, ErrorState, Loading } from '../../components/ui/States'
+import { ProgressBar, StatusLed } from '../../components/ui/Status'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
 import { ALGORITHM_BY_ID, type Algorithm } from '../../components/Training/algorithms'
 import { reportOf } from '../../components/Training/contract'
 import { smoothedEta } from '../../components/Training/eta'
-import { isActive, useJobMetrics, useJobs, type Job, type JobState } from '../../components/Training/queries'
+import { useJobMetrics, useJobs, type Job } from '../../components/Training/queries'
 import { shortMetric } from '../../components/Training/report'
 import { JobSparkline } from '../../components/Training/Sparkline'
-import { Tabs } from '../../components/Training/ui'
+import { Tabs } from '../../components/ui/Tabs'
 import { formatDuration } from '../../components/Training/wizardLogic'
 import { useJobListEvents } from '../../hooks/useJobList'
 
@@ -30,7 +32,7 @@ const VERDICT_TONE = { learned: 'text-ok', not_learned: 'text-bad', unknown: 'te
 /** The report's held-out metric against the base model's, coloured by the verdict. */
 function HeldOut({ job }: { job: Job }) {
   const report = reportOf(job)
-  if (!report) return <span className="text-xs text-neutral-600">{isActive(job.state) ? 'after training' : '—'}</span>
+  if (!report) return <span className="text-xs text-neutral-600">{isLive(job.state) ? 'after training' : '—'}</span>
   return (
     <span className={`text-xs ${VERDICT_TONE[report.verdict] ?? 'text-neutral-300'}`} title={report.metric?.label ?? report.warnings[0]?.message}>
       {report.verdict === 'not_learned' && <span aria-hidden>✗ </span>}
@@ -43,7 +45,7 @@ function HeldOut({ job }: { job: Job }) {
 function JobRow({ job }: { job: Job }) {
   const algo = ALGORITHM_BY_ID[job.algorithm as Algorithm]
   const total = job.total_steps
-  const metrics = useJobMetrics(job.id, isActive(job.state))
+  const metrics = useJobMetrics(job.id, isLive(job.state))
   const eta = smoothedEta(job, metrics.data?.data ?? [])
   return (
     <li>

@@ -2,18 +2,21 @@
 // (useJobEvents patches the query cache); charts, rollouts, log, checkpoints and config below.
 import { useEffect, useState } from 'react'
 import { Link, useParams } from 'react-router-dom'
-import { Empty, ErrorState, Loading, ProgressBar, StatusLed } from '../../components/common/States'
+import { isLive } from '../../api/vocabulary'
+import { Empty, ErrorState, Loading } from '../../components/ui/States'
+import { ProgressBar, StatusLed } from '../../components/ui/Status'
 import { ALGORITHM_BY_ID, type Algorithm } from '../../components/Training/algorithms'
 import { Checkpoints } from '../../components/Training/Checkpoints'
 import { ConfigPanel } from '../../components/Training/ConfigPanel'
 import { JobControls } from '../../components/Training/JobControls'
 import { LogTail } from '../../components/Training/LogTail'
 import { MetricsPanel } from '../../components/Training/MetricsPanel'
-import { isActive, useJob, useJobMetrics, type Job } from '../../components/Training/queries'
+import { useJob, useJobMetrics, type Job } from '../../components/Training/queries'
 import { ReportPanel } from '../../components/Training/ReportPanel'
 import { Rollouts } from '../../components/Training/Rollouts'
 import { buildSeries, sortStages, STAGE_LABEL } from '../../components/Training/series'
-import { Chip, Tabs } from '../../components/Training/ui'
+import { Chip } from '../../components/ui/Chip'
+import { Tabs } from '../../components/ui/Tabs'
 import { smoothedEta } from '../../components/Training/eta'
 import { formatDuration } from '../../components/Training/wizardLogic'
 import { useJobEvents } from '../../hooks/useJobEvents'
@@ -97,7 +100,7 @@ function Header({ job, connected, stage, eta }: { job: Job; connected: boolean; 
           </span>
           <span>
             {eta !== null && <span data-testid="job-eta">ETA {formatDuration(eta)} · </span>}
-            {isActive(job.state) && (
+            {isLive(job.state) && (
               <span className={connected ? 'text-ok' : 'text-warn'}>{connected ? '● live' : '○ reconnecting…'}</span>
             )}
             {job.finished_at && <>finished {new Date(job.finished_at).toLocaleString()}</>}
@@ -147,12 +150,12 @@ export function JobPage() {
         ) : stages.length === 0 ? (
           <Empty
             title="No metrics yet"
-            next={isActive(j.state) ? 'The first step is on its way: charts appear here live as soon as it is logged.' : 'This job logged no training steps.'}
+            next={isLive(j.state) ? 'The first step is on its way: charts appear here live as soon as it is logged.' : 'This job logged no training steps.'}
           />
         ) : (
           <MetricsPanel stages={stages} />
         ))}
-      {tab === 'rollouts' && <Rollouts jobId={j.id} live={isActive(j.state)} />}
+      {tab === 'rollouts' && <Rollouts jobId={j.id} live={isLive(j.state)} />}
       {tab === 'log' && <LogTail jobId={j.id} live={logs} />}
       {tab === 'checkpoints' && <Checkpoints jobId={j.id} />}
       {tab === 'config' && <ConfigPanel job={j} />}

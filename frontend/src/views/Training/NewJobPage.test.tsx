@@ -16,23 +16,12 @@ afterEach(() => {
   fetchMock.mockReset()
 })
 
-const INT_GT0 = { type: 'integer', exclusiveMinimum: 0 }
-const SL = {
-  properties: {
-    batch_size: INT_GT0, num_epochs: INT_GT0, learning_rate: { type: 'number', exclusiveMinimum: 0 },
-    eval_every: { type: 'integer', minimum: 0 }, save_every: { type: 'integer', minimum: 0 },
-    max_steps: { anyOf: [INT_GT0, { type: 'null' }] }, micro_batch_size: { anyOf: [INT_GT0, { type: 'null' }] },
-    lora_rank: INT_GT0, max_length: { type: 'integer', exclusiveMinimum: 1 },
-  },
-}
-
 let created: unknown[]
 beforeEach(() => {
   created = []
   answer(fetchMock, {
     'GET /api/datasets': () => ({ body: { data: [{ id: 'ds_1', name: 'arith', version: 1, kind: 'chat', num_rows: 100 }], count: 1 } }),
     'GET /api/base-models': () => ({ body: { data: [{ id: 'thinker/tiny', kind: 'builtin', label: 'thinker/tiny', detail: '' }] } }),
-    'GET /api/jobs/config-schema': () => ({ body: { sl: SL, dpo: SL, rm: SL, rl: SL } }),
     'POST /api/jobs/proposal': (_q, body) => {
       const config = { batch_size: 16, num_epochs: 3, learning_rate: 0.003, eval_every: 2, save_every: 3, ...(body as { config: object }).config }
       return { body: { algorithm: 'sl', base_model: 'thinker/tiny', config, total_steps: 15, train_rows: 90, warnings: [], stages: [{ stage: 'sl', rows: 100, train_rows: 90, steps: 15, config, why: [] }] } }

@@ -4,14 +4,15 @@
 // from an ended job's settings. A refused job shows the server's `problems` by their fields.
 import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router-dom'
-import { ErrorState, Loading } from '../../components/common/States'
+import { ErrorState, Loading } from '../../components/ui/States'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
-import { ALGORITHMS, KINDS, PARAMS, RLHF_KINDS, RLHF_STAGE_PARAMS, type Algorithm } from '../../components/Training/algorithms'
+import { configSchema, datasetKinds, RLHF_STAGES } from '../../api/jobConfig'
+import { ALGORITHMS, PARAMS, RLHF_STAGE_PARAMS, type Algorithm } from '../../components/Training/algorithms'
 import { problemsAbout, type JobProposal, type ProblemsError } from '../../components/Training/contract'
 import { BaseModelField, DatasetSelect, ParamField } from '../../components/Training/fields'
 import { buildJobRequest, formErrors, formFromJob, initialForm, proposalRequest, type FormState } from '../../components/Training/jobRequest'
-import { useBaseModels, useConfigSchema, useCreateJob, useDatasets, useDebounced, useJob, useProposal, type CreateJobError, type Job } from '../../components/Training/queries'
-import { Warning } from '../../components/Training/ui'
+import { useBaseModels, useCreateJob, useDatasets, useDebounced, useJob, useProposal, type CreateJobError, type Job } from '../../components/Training/queries'
+import { Warning } from '../../components/ui/Warning'
 
 export function NewJobPage() {
   const [search] = useSearchParams()
@@ -41,15 +42,14 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
   const navigate = useNavigate()
   const datasets = useDatasets()
   const models = useBaseModels()
-  const schemas = useConfigSchema()
   const create = useCreateJob()
   const [form, setForm] = useState<FormState>(initial)
   const set = (patch: Partial<FormState>) => setForm((f) => ({ ...f, ...patch }))
 
   // The proposal is asked with the valid fields; the batch rule then needs its training rows.
-  const request = useDebounced(proposalRequest(form, formErrors(form, schemas.data, undefined)))
+  const request = useDebounced(proposalRequest(form, formErrors(form, undefined)))
   const proposal = useProposal(request)
-  const errors = formErrors(form, schemas.data, proposal.data)
+  const errors = formErrors(form, proposal.data)
   const preview = buildJobRequest(form)
   const serverProblems = create.isError ? ((create.error as CreateJobError).problems ?? []) : []
   const proposalProblems = proposal.isError ? ((proposal.error as ProblemsError).problems ?? []) : []
@@ -131,13 +131,13 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
           <section className="card grid gap-4 md:grid-cols-3">
             {form.algorithm === 'rlhf' ? (
               <>
-                <DatasetSelect id="nj-ds" label="1 · Demonstrations" kinds={RLHF_KINDS.sl} datasets={all} value={form.datasetId} onChange={(v) => set({ datasetId: v })} />
-                <DatasetSelect id="nj-ds-rm" label="2 · Preference pairs" kinds={RLHF_KINDS.rm} datasets={all} value={form.rmDatasetId} onChange={(v) => set({ rmDatasetId: v })} />
-                <DatasetSelect id="nj-ds-rl" label="3 · RL prompts" kinds={RLHF_KINDS.rl} datasets={all} value={form.rlDatasetId} onChange={(v) => set({ rlDatasetId: v })} />
+                <DatasetSelect id="nj-ds" label="1 · Demonstrations" kinds={datasetKinds('rlhf')} datasets={all} value={form.datasetId} onChange={(v) => set({ datasetId: v })} />
+                <DatasetSelect id="nj-ds-rm" label="2 · Preference pairs" kinds={datasetKinds('rlhf', 'rm')} datasets={all} value={form.rmDatasetId} onChange={(v) => set({ rmDatasetId: v })} />
+                <DatasetSelect id="nj-ds-rl" label="3 · RL prompts" kinds={datasetKinds('rlhf', 'rl')} datasets={all} value={form.rlDatasetId} onChange={(v) => set({ rlDatasetId: v })} />
               </>
             ) : (
               <div className="md:col-span-3">
-                <DatasetSelect id="nj-ds" label="Dataset" kinds={KINDS[form.algorithm]} datasets={all} value={form.datasetId} onChange={(v) => set({ datasetId: v })} />
+                <DatasetSelect id="nj-ds" label="Dataset" kinds={datasetKinds(form.algorithm)} datasets={all} value={form.datasetId} onChange={(v) => set({ datasetId: v })} />
               </div>
             )}
           </section>
@@ -152,6 +152,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
                   key={p.key}
                   id={`nj-${p.key}`}
                   spec={p}
+                  schema={configSchema(form.algorithm)}
                   value={form.params[p.key] ?? ''}
                   error={fieldError(p.key)}
                   proposed={proposed(proposal.data, null, p.key)}
@@ -160,7 +161,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
               ))}
             </div>
             {form.algorithm === 'rlhf' &&
-              (['sl', 'rm', 'rl'] as const).map((s) => (
+              RLHF_STAGES.map((s) => (
                 <div key={s} className="mt-5">
                   <h3 className="label text-accent">{s === 'sl' ? 'Stage 1 · SL' : s === 'rm' ? 'Stage 2 · reward model' : 'Stage 3 · RL'}</h3>
                   <div className="grid gap-4 sm:grid-cols-2 xl:grid-cols-4">
@@ -169,6 +170,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
                         key={p.key}
                         id={`nj-${s}-${p.key}`}
                         spec={p}
+                        schema={configSchema('rlhf', s)}
                         value={form.stageParams[`${s}.${p.key}`] ?? ''}
                         error={fieldError(`${s}.${p.key}`)}
                         proposed={proposed(proposal.data, s, p.key)}

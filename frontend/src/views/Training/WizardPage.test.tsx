@@ -2,6 +2,7 @@ import { cleanup, screen, waitFor, within } from '@testing-library/react'
 import userEvent from '@testing-library/user-event'
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { answer, job, renderAt } from '../../components/Training/testing'
+import { configSchema } from '../../api/jobConfig'
 import { WizardPage } from './WizardPage'
 
 const fetchMock = vi.hoisted(() => {
@@ -28,15 +29,6 @@ const DATASETS = {
   ],
   count: 2,
 }
-
-// Excerpts of the server's GET /api/jobs/config-schema.
-const INT_GT0 = { type: 'integer', exclusiveMinimum: 0 }
-const RULES = {
-  batch_size: INT_GT0, num_epochs: INT_GT0, learning_rate: { type: 'number', exclusiveMinimum: 0 },
-  eval_every: { type: 'integer', minimum: 0 }, save_every: { type: 'integer', minimum: 0 },
-  max_steps: { anyOf: [INT_GT0, { type: 'null' }] },
-}
-const SCHEMAS = { sl: { properties: RULES }, dpo: { properties: RULES }, rm: { properties: RULES }, rl: { properties: RULES } }
 
 type Request_ = { algorithm: string; base_model: string; dataset_id: string; config: Record<string, number> }
 
@@ -70,7 +62,6 @@ function serve(overrides: Parameters<typeof answer>[1] = {}) {
         { id: 'mdl_7', kind: 'library', label: 'arith-sl@20', detail: 'step 20 of job arith-sl, exact match 0.68' },
       ] },
     }),
-    'GET /api/jobs/config-schema': () => ({ body: SCHEMAS }),
     'POST /api/jobs/proposal': (_q, body) => {
       proposals.push(body as Request_)
       return { body: propose(body as Request_) }
@@ -119,6 +110,9 @@ describe('the wizard configuration: the server proposes, the user edits, the req
     expect(field(/^Epochs/)).toHaveValue('')
     expect(field(/^Learning rate/)).toHaveValue('0.003')
     expect(screen.getByRole('button', { name: /^Next/ })).toBeEnabled()
+    // The help is the server's description of the setting.
+    const help = document.getElementById(screen.getByRole('button', { name: 'About Batch size' }).getAttribute('aria-describedby') ?? '')
+    expect(help).toHaveTextContent(String(configSchema('sl').properties.batch_size.description))
   })
 
   test('every refused value shows its message under the field and holds Next back', async () => {

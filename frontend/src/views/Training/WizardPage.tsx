@@ -5,14 +5,16 @@
 import { useMemo, useState } from 'react'
 import { Link, useSearchParams } from 'react-router-dom'
 import { errorMessage, type Schemas } from '../../api/client'
-import { ErrorState, Loading } from '../../components/common/States'
+import { ErrorState, Loading } from '../../components/ui/States'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
-import { ALGORITHMS, ALGORITHM_BY_ID, KINDS, RLHF_KINDS, type Algorithm } from '../../components/Training/algorithms'
+import { configField, datasetKinds, stageSchema } from '../../api/jobConfig'
+import { ALGORITHMS, ALGORITHM_BY_ID, WIZARD_PARAMS, type Algorithm } from '../../components/Training/algorithms'
 import { problemsAbout, type JobProposal, type ProblemsError, type ProposalRequest, type Stage } from '../../components/Training/contract'
 import { DeploySteps } from '../../components/Training/DeploySteps'
-import { BaseModelField, DatasetSelect, NumberField } from '../../components/Training/fields'
-import { useBaseModels, useConfigSchema, useCreateJob, useDatasets, useDebounced, useProposal, type CreateJobError } from '../../components/Training/queries'
-import { Modal } from '../../components/Training/ui'
+import { NumberField } from '../../components/ui/fields'
+import { BaseModelField, DatasetSelect } from '../../components/Training/fields'
+import { useBaseModels, useCreateJob, useDatasets, useDebounced, useProposal, type CreateJobError } from '../../components/Training/queries'
+import { Modal } from '../../components/ui/Modal'
 import { usePaces } from '../../components/Training/usePace'
 import { batchKey, batchLimit, checkNumber, parseNumber, ruleOf } from '../../components/Training/validate'
 import { defaultJobName, estimateTime, formatDuration } from '../../components/Training/wizardLogic'
@@ -21,24 +23,7 @@ import { useUiStore } from '../../state/ui'
 const STEP_TITLES = ['Goal', 'Data', 'Configuration', 'Review', 'Launch']
 const STAGE_TITLE: Record<Stage, string> = { sl: 'Supervised (SL)', dpo: 'DPO', rm: 'Reward model (judge)', rl: 'Reinforcement (RL)' }
 
-const FIELDS: Record<'supervised' | 'rl', { key: string; label: string; help: string }[]> = {
-  supervised: [
-    { key: 'batch_size', label: 'Batch size', help: 'Examples (or pairs) per step. Larger = smoother but fewer steps.' },
-    { key: 'max_steps', label: 'Steps', help: 'Optimizer steps. Set, it decides the run\'s length; empty, the epochs do. thinker/tiny learns a small task in about 800 (TRAINING_GUIDE, Proposed settings).' },
-    { key: 'num_epochs', label: 'Epochs', help: 'Passes over the data, when Steps is empty: setting it recomputes the steps. A pretrained model: 3 under 1,000 rows, 2 under 10,000, else 1. thinker/tiny (random weights) needs steps, not epochs: about 800.' },
-    { key: 'learning_rate', label: 'Learning rate', help: 'Step size: 3e-3 for thinker/tiny, the cookbook\'s rate for its width for a pretrained model (5.3e-4 for Qwen3-0.6B). If the loss swings or climbs, halve it; if it barely moves, double it.' },
-    { key: 'eval_every', label: 'Evaluate every', help: 'Steps between held-out evaluations (about 10 per run).' },
-    { key: 'save_every', label: 'Save every', help: 'Steps between checkpoints; each becomes a model you can try.' },
-  ],
-  rl: [
-    { key: 'group_size', label: 'Group size', help: 'Completions per prompt; the advantage is a completion\'s reward minus its group\'s mean.' },
-    { key: 'groups_per_batch', label: 'Prompts per step', help: 'Groups per step; each step samples group size × this.' },
-    { key: 'max_steps', label: 'Steps', help: 'RL steps; sampling makes each one costly.' },
-    { key: 'learning_rate', label: 'Learning rate', help: 'Real models: 1e-5 to 4e-5. Too high collapses the policy.' },
-    { key: 'eval_every', label: 'Evaluate every', help: 'Steps between held-out reward evaluations.' },
-    { key: 'save_every', label: 'Save every', help: 'Steps between checkpoints.' },
-  ],
-}
+const fieldsOf = (stage: Stage) => WIZARD_PARAMS[stage === 'rl' ? 'rl' : 'supervised']
 
 function Stepper({ step }: { step: number }) {
   return (
@@ -92,12 +77,13 @@ function sectionOf(config: Json | undefined, rlhf: boolean, stage: Stage): Json 
 const shown = (v: unknown) => (v === undefined || v === null ? '' : String(v))
 
 /** Each edited field's problem, keyed "<stage>.<key>": the schema's rules and the batch rule. */
-function editErrors(edits: Readonly<Record<string, string>>, schemas: ReturnType<typeof useConfigSchema>['data'], rows: Partial<Record<Stage, number>>) {
+function editErrors(algorithm: Algorithm | null, edits: Readonly<Record<string, string>>, rows: Partial<Record<Stage, number>>) {
   const errors: Record<string, string> = {}
   for (const [k, raw] of Object.entries(edits)) {
     const [stage, key] = k.split('.') as [Stage, string]
     const limit = key === batchKey(stage) ? batchLimit(rows[stage]) : undefined
-    const error = checkNumber(raw, ruleOf(schemas?.[stage], key), { required: true, limit })
+    const rule = algorithm ? ruleOf(stageSchema(algorithm, stage), key) : null
+    const error = checkNumber(raw, rule, { required: true, limit })
     if (error) errors[k] = error
   }
   return errors
@@ -115,7 +101,7 @@ function proposalRequest(algorithm: Algorithm | null, baseModel: string, ids: Id
     const [stage, key] = k.split('.') as [Stage, string]
     ;(rlhf ? (config[stage] as Json) : config)[key] = value
   }
-  return { algorithm, backend: 'local', base_model: baseModel.trim(), dataset_id: ids.main, config }
+  return { algorithm, backend: 'local', base_model: baseModel.trim(), dataset_id: ids.main, config } as ProposalRequest
 }
 
 export function WizardPage() {
@@ -123,7 +109,6 @@ export function WizardPage() {
   const from = search.get('from')
   const datasets = useDatasets()
   const models = useBaseModels()
-  const schemas = useConfigSchema()
   const create = useCreateJob()
   const setWizardSeen = useUiStore((s) => s.setWizardSeen)
   const [step, setStep] = useState(0)
@@ -145,7 +130,7 @@ export function WizardPage() {
   // fields; the one with the valid edits is what is shown and sent.
   const base = useProposal(useDebounced(proposalRequest(algorithm, baseModel, ids, {}, {})))
   const rows = Object.fromEntries((base.data?.stages ?? []).map((s) => [s.stage, s.train_rows])) as Partial<Record<Stage, number>>
-  const errors = editErrors(edits, schemas.data, rows)
+  const errors = editErrors(algorithm, edits, rows)
   const request = proposalRequest(algorithm, baseModel, ids, edits, errors)
   const asked = useDebounced(request)
   const proposal = useProposal(asked)
@@ -164,7 +149,7 @@ export function WizardPage() {
   const fieldError = (stage: Stage, key: string) =>
     errors[`${stage}.${key}`] ?? problemsAbout([...proposalProblems, ...createProblems], fieldPath(stage, key))[0] ?? null
   // The problems no field shows: a missing dataset, a server that cannot be reached.
-  const shownPaths = (proposal.data ?? base.data)?.stages.flatMap((s) => FIELDS[s.stage === 'rl' ? 'rl' : 'supervised'].map((f) => fieldPath(s.stage, f.key))) ?? []
+  const shownPaths = (proposal.data ?? base.data)?.stages.flatMap((s) => fieldsOf(s.stage).map((f) => fieldPath(s.stage, f.key))) ?? []
   const generalProblems = !proposal.isError
     ? []
     : proposalProblems.length
@@ -174,7 +159,7 @@ export function WizardPage() {
   const defaultName = algorithm && byId(ids.main) ? defaultJobName(byId(ids.main)?.name ?? ids.main, algorithm, stamp) : ''
   const body: Schemas['JobCreate'] | null =
     algorithm && fresh && proposal.data
-      ? { algorithm, backend: 'local', base_model: baseModel.trim(), dataset_id: ids.main, name: name.trim() || defaultName, priority: 0, config: proposal.data.config }
+      ? ({ algorithm, backend: 'local', base_model: baseModel.trim(), dataset_id: ids.main, name: name.trim() || defaultName, priority: 0, config: proposal.data.config } as Schemas['JobCreate'])
       : null
 
   const paces = usePaces(algorithm ?? 'sl', baseModel, 'local', step >= 3 && algorithm !== null)
@@ -226,19 +211,19 @@ export function WizardPage() {
           <>
             <h2 className="text-lg font-medium text-neutral-100">Which data should it learn from?</h2>
             <p className="text-sm text-neutral-400">
-              {info.short} trains on {rlhf ? 'three datasets: demonstrations, preference pairs and prompts' : `${KINDS[algorithm].join(' or ')} datasets`}. One row looks like:
+              {info.short} trains on {rlhf ? 'three datasets: demonstrations, preference pairs and prompts' : `${datasetKinds(algorithm).join(' or ')} datasets`}. One row looks like:
               <code className="ml-2 rounded bg-ink-950 px-2 py-0.5 font-mono text-xs text-neutral-300">{info.example}</code>
             </p>
             <div className="card grid gap-4 md:grid-cols-3">
               {rlhf ? (
                 <>
-                  <DatasetSelect id="wz-ds" label="1 · Demonstrations" kinds={RLHF_KINDS.sl} datasets={all} value={ids.main} onChange={(v) => { setIds({ ...ids, main: v }); setEdits({}); setStamp(new Date()) }} />
-                  <DatasetSelect id="wz-ds-rm" label="2 · Preference pairs" kinds={RLHF_KINDS.rm} datasets={all} value={ids.rm} onChange={(v) => { setIds({ ...ids, rm: v }); setEdits({}) }} />
-                  <DatasetSelect id="wz-ds-rl" label="3 · Prompts" kinds={RLHF_KINDS.rl} datasets={all} value={ids.rl} onChange={(v) => { setIds({ ...ids, rl: v }); setEdits({}) }} />
+                  <DatasetSelect id="wz-ds" label="1 · Demonstrations" kinds={datasetKinds('rlhf')} datasets={all} value={ids.main} onChange={(v) => { setIds({ ...ids, main: v }); setEdits({}); setStamp(new Date()) }} />
+                  <DatasetSelect id="wz-ds-rm" label="2 · Preference pairs" kinds={datasetKinds('rlhf', 'rm')} datasets={all} value={ids.rm} onChange={(v) => { setIds({ ...ids, rm: v }); setEdits({}) }} />
+                  <DatasetSelect id="wz-ds-rl" label="3 · Prompts" kinds={datasetKinds('rlhf', 'rl')} datasets={all} value={ids.rl} onChange={(v) => { setIds({ ...ids, rl: v }); setEdits({}) }} />
                 </>
               ) : (
                 <div className="md:col-span-3">
-                  <DatasetSelect id="wz-ds" label="Dataset" kinds={KINDS[algorithm]} datasets={all} value={ids.main} onChange={(v) => { setIds({ ...ids, main: v }); setEdits({}); setStamp(new Date()) }} />
+                  <DatasetSelect id="wz-ds" label="Dataset" kinds={datasetKinds(algorithm)} datasets={all} value={ids.main} onChange={(v) => { setIds({ ...ids, main: v }); setEdits({}); setStamp(new Date()) }} />
                 </div>
               )}
             </div>
@@ -283,7 +268,7 @@ export function WizardPage() {
                   </h3>
                   <ul className="mt-1 text-xs text-neutral-400">{s.why.map((w) => <li key={w}>• {w}</li>)}</ul>
                   <div className="mt-3 grid gap-3 sm:grid-cols-3 lg:grid-cols-6">
-                    {FIELDS[s.stage === 'rl' ? 'rl' : 'supervised'].map((f) => {
+                    {fieldsOf(s.stage).map((f) => {
                       const key = `${s.stage}.${f.key}`
                       const proposed = shown(section[f.key])
                       // A setting the proposal leaves out (epochs when steps decide) may stay empty.
@@ -297,7 +282,7 @@ export function WizardPage() {
                           key={f.key}
                           id={`wz-${i}-${f.key}`}
                           label={f.label}
-                          help={f.help}
+                          help={configField(stageSchema(algorithm, s.stage), f.key)?.description}
                           value={edits[key] ?? proposed}
                           placeholder={f.key === 'max_steps' ? `${s.steps}, from the epochs` : f.key === 'num_epochs' ? 'steps decide' : undefined}
                           error={fieldError(s.stage, f.key)}
