@@ -14,40 +14,18 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 import yaml
 from tinker import types
 
+from thinker.algorithms.loop_config import LoopConfig
 from thinker.engine import ServiceClient
 from thinker.engine.protocols import APIFuture, MemoryBudget, TrainingClient
 from thinker.errors import DivergedError
 from thinker.runs import CheckpointRecord, MetricsLogger, RunDir, RunLogger
 
 T = TypeVar("T")
-
-
-class LoopConfig(Protocol):
-    """The fields the shared helpers read; every algorithm's config (a pydantic model) has
-    them, with these exact types."""
-
-    base_model: str
-    backend: Literal["local", "tinker"]
-    quantization: Literal["4bit"] | None
-    lora_rank: int
-    seed: int
-    init_from: str | None
-    learning_rate: float
-    lr_schedule: Literal["linear", "cosine", "constant"]
-    warmup_steps: int
-    beta1: float
-    beta2: float
-    eps: float
-    weight_decay: float
-    grad_clip_norm: float
-    log_path: Path
-
-    def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
 
 
 @dataclass

@@ -5,41 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, StrictInt, model_validator
+from pydantic import Field, StrictInt, model_validator
 
+from thinker.algorithms.loop_config import LoopConfig, LrSchedule
 from thinker.bounds import (
     MAX_BATCH,
     MAX_GROUP,
-    MAX_LORA_RANK,
-    MAX_SEED,
     MAX_STEPS,
     MAX_TEMPERATURE,
     MAX_TOKENS,
-    STRICT_NUMBERS,
     Number,
 )
 from thinker.engine.losses import CONFIG_KEYS
 from thinker.rewards.config import RewardConfig
 
 
-class RLConfig(BaseModel):
+class RLConfig(LoopConfig):
     """Everything one RL run needs. Paths are absolute once a pipeline config resolved them."""
 
-    model_config = STRICT_NUMBERS  # extra keys refused, and NaN or infinities (see bounds.py)
-
-    base_model: str = Field(
-        "thinker/tiny",
-        description="The model whose weights load: a hub id, a directory on the server, or a "
-        "built-in (thinker/tiny trains in seconds on a CPU).",
-    )
-    backend: Literal["local", "tinker"] = Field(
-        "local", description="Where it trains: local (this machine) or tinker (Tinker's GPUs)."
-    )
-    quantization: Literal["4bit"] | None = Field(
-        None,
-        description="4bit: QLoRA, the base weights quantized through bitsandbytes (the local "
-        "backend on CUDA only); null: the base weights as they are.",
-    )
     init_from: str | None = Field(
         None,
         description="A training state (thinker://.../weights/...) to start from, e.g. an SL "
@@ -48,32 +31,10 @@ class RLConfig(BaseModel):
     dataset: Path = Field(
         description='JSONL of problems: {"prompt" | "messages", "answer"?, "tests"?} per line.'
     )
-    eval_dataset: Path | None = Field(
-        None,
-        description="A held-out set of the same kind of rows; null: hold out eval_fraction of "
-        "the dataset.",
-    )
-    eval_fraction: Number = Field(
-        0.1,
-        ge=0.0,
-        lt=1.0,
-        description="The share of the dataset held out for evaluation when no eval_dataset is "
-        "given (0: none).",
-    )
-    renderer: str | None = Field(
-        None,
-        description="How conversations become tokens; null: the base model's default renderer.",
-    )
     reward: RewardConfig = Field(
         default_factory=RewardConfig,
         description="What scores a completion: its answer against the reference (exact_match), "
         "a pattern, unit tests, your function, or a reward model.",
-    )
-    lora_rank: StrictInt = Field(
-        32,
-        gt=0,
-        le=MAX_LORA_RANK,
-        description="The adapter's rank, its capacity; 32 suits most datasets.",
     )
     group_size: StrictInt = Field(
         8,
@@ -127,25 +88,10 @@ class RLConfig(BaseModel):
         description="The learning rate; for pretrained models 1e-5 to 4e-5 (too high collapses "
         "the policy).",
     )
-    lr_schedule: Literal["linear", "cosine", "constant"] = Field(
+    lr_schedule: LrSchedule = Field(
         "constant",
         description="How the learning rate changes over the run: linear or cosine decay to 0 at "
         "the last step, or constant.",
-    )
-    warmup_steps: StrictInt = Field(
-        0,
-        ge=0,
-        le=MAX_STEPS,
-        description="Steps over which the learning rate rises from 0 to its peak.",
-    )
-    beta1: Number = Field(0.9, ge=0, lt=1, description="Adam's decay of the gradient's mean.")
-    beta2: Number = Field(
-        0.95, ge=0, lt=1, description="Adam's decay of the squared gradient's mean."
-    )
-    eps: Number = Field(1e-8, gt=0, le=1, description="Adam's epsilon, added to the denominator.")
-    weight_decay: Number = Field(0.0, ge=0, le=1, description="AdamW's weight decay.")
-    grad_clip_norm: Number = Field(
-        1.0, ge=0, description="The most the gradient's global norm may be; 0: no clipping."
     )
     eval_every: StrictInt = Field(
         5,
@@ -159,12 +105,6 @@ class RLConfig(BaseModel):
         ge=0,
         le=MAX_STEPS,
         description="Steps between checkpoints, each a model in the library; 0: only at the end.",
-    )
-    seed: StrictInt = Field(
-        0,
-        ge=0,
-        le=MAX_SEED,
-        description="Seeds the adapter's initial weights, the held-out split and the data order.",
     )
     log_path: Path = Field(Path("runs/rl"), description="The run directory.")
 
