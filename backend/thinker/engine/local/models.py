@@ -187,6 +187,7 @@ def load_base_model(base_model: str, placement: Placement) -> PreTrainedModel:
 # neither, adapter on/off, batch of one (specialised) or more. Beyond the limit dynamo would
 # quietly run the layer eagerly.
 RECOMPILE_LIMIT = 64
+COMPILED_ATTR = "thinker_compiled_layers"  # set on a model whose decoder layers are compiled
 
 
 def compile_layers(model: PreTrainedModel) -> None:
@@ -221,6 +222,13 @@ def compile_layers(model: PreTrainedModel) -> None:
             else compiled
         )
         layer.forward = _compiled_unless_eager(compiled, launched_from_cpp, eager_forward)
+    setattr(model, COMPILED_ATTR, True)
+
+
+# Passes of more tokens than this launch from Python: they keep the GPU busy either way, and
+# an out-of-memory error inside the C++ wrapper kills the process (a segmentation fault, torch
+# 2.11) where the Python wrapper raises torch.OutOfMemoryError, which the engine recovers from.
+CPP_WRAPPER_MAX_TOKENS = 8192
 
 
 def _compiled_unless_eager(
@@ -229,11 +237,17 @@ def _compiled_unless_eager(
     def forward(*args: Any, **kwargs: Any) -> Any:
         if fast.running_eager():
             return eager(*args, **kwargs)
-        if attention.FLAT_ROW_KWARG in kwargs:
+        if attention.FLAT_ROW_KWARG in kwargs or _tokens(args, kwargs) > CPP_WRAPPER_MAX_TOKENS:
             return compiled(*args, **kwargs)
         return launched_from_cpp(*args, **kwargs)
 
     return forward
+
+
+def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """Tokens in a decoder layer's call: its hidden states are (batch, tokens, hidden)."""
+    hidden = args[0] if args else kwargs.get("hidden_states")
+    return hidden.shape[0] * hidden.shape[1] if isinstance(hidden, torch.Tensor) else 0
 
 
 def _apply_fused_kernels(model: PreTrainedModel) -> bool:
