@@ -86,19 +86,19 @@ def _datums(lengths: list[int]) -> list[types.Datum]:
     ]
 
 
-def test_held_out_evaluation_scores_a_fifth_of_the_trained_tokens(
+def test_held_out_evaluation_scores_a_tenth_of_the_trained_tokens(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """2,700 training rows of 750 tokens, batch 16: 168 steps, 2,016,000 tokens. Evaluating
-    every 10 steps is 17 evaluations; a fifth of the trained tokens over 17 is 23,717 tokens,
-    31 of the 300 held-out rows of 750. At the end only: all 300 fit. eval_examples decides
+    every 10 steps is 17 evaluations; a tenth of the trained tokens over 17 is 11,858 tokens,
+    15 of the 300 held-out rows of 750. At the end only: 268 of them. eval_examples decides
     when set."""
     held_out = _datums([750] * 300)
     config = SLConfig(dataset=tmp_path / "d.jsonl", batch_size=16, eval_every=10)
     subset = _eval_subset(held_out, [750] * 2700, config, 168)
-    assert subset == held_out[:31]
-    assert "31 of the 300 held-out examples each time" in capsys.readouterr().out
+    assert subset == held_out[:15]
+    assert "15 of the 300 held-out examples each time" in capsys.readouterr().out
     at_the_end = config.model_copy(update={"eval_every": 0})
-    assert _eval_subset(held_out, [750] * 2700, at_the_end, 168) == held_out
+    assert _eval_subset(held_out, [750] * 2700, at_the_end, 168) == held_out[:268]
     chosen = config.model_copy(update={"eval_examples": 100})
     assert _eval_subset(held_out, [750] * 2700, chosen, 168) == held_out[:100]

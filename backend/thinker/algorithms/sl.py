@@ -113,10 +113,11 @@ def _datasets(
     return [render(m) for m in train], [render(m) for m in held_out]
 
 
-# Held-out tokens scored over a run, as a share of the tokens trained: a token's forward pass
-# costs about a third of its training (forward, backward and the output layer's recompute),
-# so a fifth keeps evaluation near a tenth of the training time whatever eval_every is.
-EVAL_TOKEN_SHARE = 0.2
+# Held-out tokens scored over a run, as a share of the tokens trained. On an H100 a held-out
+# token cost 0.8 of a trained one (Qwen3-0.6B shape, a default job: evaluation waits for the
+# step in flight and is not pipelined), so a tenth keeps evaluation under a tenth of the
+# training time whatever eval_every is (docs/benchmarks.md).
+EVAL_TOKEN_SHARE = 0.1
 
 
 def _eval_subset(
@@ -140,7 +141,7 @@ def _eval_subset(
     if count < len(held_out):
         print(
             f"[thinker] held-out evaluation: {count} of the {len(held_out)} held-out examples "
-            f"each time, so that {evaluations} evaluation(s) score about a fifth as many tokens "
+            f"each time, so that {evaluations} evaluation(s) score about a tenth as many tokens "
             "as training does (set eval_examples to choose)",
             flush=True,
         )
