@@ -77,35 +77,34 @@ def test_logprob_requests_made_together_match_single_requests(tmp_path: Path) ->
         assert torch.allclose(torch.tensor(a[1:]), torch.tensor(b[1:]), atol=1e-5)
 
 
-def test_a_sequence_too_long_for_the_memory_trains_checkpointed_to_the_same_gradient(
+def test_checkpointed_layers_train_to_the_same_gradient(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """thinker/tiny, one sequence of 600 tokens; free memory pinned so that a pass holds 400
-    tokens without checkpointing: the engine checkpoints a layer (of 2), says so, and the
-    gradient is the one of a pass with memory to spare."""
+    """thinker/tiny, one sequence of 600 tokens, with transformers' gradient checkpointing on
+    as the budget turns it on (every layer; which layers, the budget tests decide): the loss
+    and gradient of layers that keep their activations, and the job log says why."""
     g = torch.Generator().manual_seed(1)
     data = [_datum(torch.randint(3, 384, (601,), generator=g).tolist())]
     service = thinker.ServiceClient(storage_dir=tmp_path)
     client = service.create_lora_training_client("thinker/tiny", rank=4, seed=0).result()
-    plenty = client.forward_backward(data, "cross_entropy").result()
+    kept = client.forward_backward(data, "cross_entropy").result()
     assert not memory.is_checkpointed(client._model)
     grads = {n: p.grad.clone() for n, p in client._model.named_parameters() if p.grad is not None}
     client._model.zero_grad()
 
-    known = memory.estimate(client._model, client._placement)
-    usable = 400 * known.per_token  # a pass holds 400 tokens without checkpointing
-    free = int((usable + memory.MARGIN_BYTES + known.fixed) / (1 - memory.MARGIN_FRACTION)) + 1
-    monkeypatch.setattr(memory, "free_memory", lambda device: free)  # this machine's, pinned
-    assert client.memory_budget().tokens == 400
-    tight = client.forward_backward(data, "cross_entropy").result()
-
+    client._use_checkpointing(memory.Checkpointing(every=1), "the budget's reason")
     assert memory.is_checkpointed(client._model)
-    assert "gradient checkpointing on 1 of 2 layers" in capsys.readouterr().out
-    assert tight.metrics["loss:sum"] == pytest.approx(plenty.metrics["loss:sum"], rel=1e-6)
+    assert "gradient checkpointing on 2 of 2 layers: the budget's reason" in capsys.readouterr().out
+    # one pass as it is (the budget would turn checkpointing off for so short a sequence)
+    monkeypatch.setattr(client, "_passes", lambda data, with_graph: [(0, len(data))])
+    output = client.forward_backward(data, "cross_entropy").result()
+    assert output.metrics["loss:sum"] == pytest.approx(kept.metrics["loss:sum"], rel=1e-6)
     assert grads
     for name, p in client._model.named_parameters():
         if p.grad is not None:
             assert (p.grad - grads[name]).norm() <= 1e-5 * grads[name].norm(), name
+    client._use_checkpointing(memory.NO_CHECKPOINTING, "short sequences again")
+    assert not memory.is_checkpointed(client._model)
 
 
 def test_a_sequence_that_cannot_fit_is_refused_with_the_setting_to_change(

@@ -16,9 +16,10 @@ head_dim, kv = num_key_value_heads * head_dim and s the bytes of the model's dty
               + 4 (q + kv)       the q/k RMSNorms' inputs, on models that have them (Qwen3)
     once        4h + s h         the final norm's fp32 input and the output layer's input
 
-With gradient checkpointing, a checkpointed layer keeps only its input, s h, and one layer's
-activations exist at a time, while it is recomputed; offloaded, even that input waits in
-pinned host memory. The QLoRA path checkpoints every layer always; otherwise the batch plan
+With gradient checkpointing, a checkpointed layer keeps only its input, s h, and one layer is
+recomputed at a time, which with its backward pass holds twice a layer's activations and the
+MLP's intermediate gradients, 2 (layer + s i); offloaded, even the inputs wait in pinned host
+memory. The QLoRA path checkpoints every layer always; otherwise the batch plan
 turns checkpointing on only for a sequence that does not fit without it, and then on as few
 layers as make it fit (transformers' `every_n_layers`): recomputing a layer costs its forward
 pass again, so each layer kept saves time. The logits do not scale with the
@@ -150,20 +151,26 @@ def bytes_per_token(
         layer += 4 * (q + kv)
     if isinstance(checkpointed, bool):
         checkpointed = Checkpointing(every=1) if checkpointed else NO_CHECKPOINTING
-    return _layers_peak(shape.layers, checkpointed, layer, s * h) + 4 * h + s * h
+    # A recomputed layer's backward pass: its activations and their gradients, at most as
+    # large again, and the MLP's two intermediate gradients (calibrated on an H100 at 131,072
+    # and 262,144 tokens; docs/benchmarks.md).
+    recompute = 2 * layer + 2 * s * i
+    return _layers_peak(shape.layers, checkpointed, layer, recompute, s * h) + 4 * h + s * h
 
 
-def _layers_peak(layers: int, checkpointing: Checkpointing, layer: int, layer_input: int) -> int:
+def _layers_peak(
+    layers: int, checkpointing: Checkpointing, layer: int, recompute: int, layer_input: int
+) -> int:
     """The most the decoder layers hold at once, per token. After the forward pass: every kept
     layer's activations and every checkpointed layer's input (on the host if offloaded).
     While the backward pass recomputes checkpointed layer j, the layers above j are already
-    freed: what the layers below j hold, j's input and its recomputed activations."""
+    freed: what the layers below j hold, j's input and the recomputed layer's `recompute`."""
     if checkpointing.every == 0:
         return layers * layer
     stored = 0 if checkpointing.offload else layer_input
     held = [stored if i % checkpointing.every == 0 else layer for i in range(layers)]
     recomputing = [
-        sum(held[:j]) + layer_input + layer for j in range(0, layers, checkpointing.every)
+        sum(held[:j]) + layer_input + recompute for j in range(0, layers, checkpointing.every)
     ]
     return max(sum(held), *recomputing)
 
