@@ -78,7 +78,8 @@ def test_compiled_layers_match_eager_layers() -> None:
 def test_layer_calls_route_flat_rows_to_the_python_wrapper() -> None:
     """On CUDA each layer holds two compiled forms: kernels launched from C++ for batched rows,
     and from Python for flat packed rows (whose varlen attention op the C++ wrapper cannot
-    call) and for passes of many tokens; `fast.eager()` bypasses both."""
+    call), for passes of many tokens and for passes that could run out of memory (an
+    out-of-memory error in the C++ wrapper is a crash); `fast.eager()` bypasses both."""
     calls: list[str] = []
 
     def form(name: str) -> Callable[..., str]:
@@ -88,8 +89,12 @@ def test_layer_calls_route_flat_rows_to_the_python_wrapper() -> None:
 
         return run
 
-    forward = _compiled_unless_eager(form("python"), form("cpp"), form("eager"))
+    roomy = [True]
+    forward = _compiled_unless_eager(form("python"), form("cpp"), form("eager"), lambda: roomy[0])
     assert forward(torch.zeros(2, 8, 4), position_ids=None) == "cpp"
+    roomy[0] = False  # a pass near its memory budget, or after running out of memory
+    assert forward(torch.zeros(2, 8, 4), position_ids=None) == "python"
+    roomy[0] = True
     assert forward(torch.zeros(1, 8, 4), **{attention.FLAT_ROW_KWARG: torch.zeros(2)}) == "python"
     # A pass of many tokens: GPU-bound either way, and out of memory is an error, not a crash
     many = torch.zeros(2, CPP_WRAPPER_MAX_TOKENS // 2 + 1, 4)
@@ -97,7 +102,7 @@ def test_layer_calls_route_flat_rows_to_the_python_wrapper() -> None:
     flat = {attention.FLAT_ROW_KWARG: torch.zeros(2)}
     with fast.eager():
         assert forward(torch.zeros(1, 8, 4), **flat) == "eager"
-    assert calls == ["cpp", "python", "python", "eager"]
+    assert calls == ["cpp", "python", "python", "python", "eager"]
 
 
 @pytest.mark.slow  # compiles the tiny model's layers (see above)

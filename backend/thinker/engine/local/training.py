@@ -24,7 +24,7 @@ from thinker.engine.futures import EngineFuture, OrderedExecutor
 from thinker.engine.local import checkpoints, fast, memory
 from thinker.engine.local.checkpoints import CheckpointPath
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
-from thinker.engine.local.models import COMPILED_ATTR, Placement
+from thinker.engine.local.models import COMPILED_ATTR, ROOMY_ATTR, Placement
 from thinker.engine.local.sampling import LocalSamplingClient, SharedWeights
 from thinker.engine.losses import REQUIRED_INPUTS, get_loss_fn
 from thinker.engine.protocols import CustomLossFn
@@ -72,6 +72,7 @@ class LocalTrainingClient:
         self._executor = OrderedExecutor(f"train-{run_id}")
         self._memory_estimate: memory.Estimate | None = None
         self._memory_scale = 1.0  # of the usable memory: halved each time the device ran out
+        self._budget_tokens = 0  # what the last call's passes were cut to (0: not measured)
         always = memory.is_checkpointed(model)  # the QLoRA path checkpoints every layer
         self._checkpointing = memory.Checkpointing(every=1 if always else 0)
         self._explained = {self._checkpointing}
@@ -290,7 +291,9 @@ class LocalTrainingClient:
         graph = backward or self._forward_in_training_graph
         with torch.set_grad_enabled(graph):
             self._model.train(graph)
-            for start, end in self._passes(data, graph):
+            passes = self._passes(data, graph)
+            for start, end in passes:
+                self._mark_roomy(data[start:end])
                 part = self._logprobs(data[start:end])
                 loss = torch.stack(
                     [fn(lp, inputs[start + j], config) for j, lp in enumerate(part)]
@@ -314,7 +317,16 @@ class LocalTrainingClient:
         if budget.longest_fits is not None and max(lengths) > budget.longest_fits:
             raise BackendError(f"a sequence does not fit in memory: {budget.explanation}")
         self._use_checkpointing(budget.checkpointing, budget.explanation)
+        self._budget_tokens = budget.tokens
         return token_ranges(lengths, budget.tokens)
+
+    def _mark_roomy(self, data: Sequence[types.Datum]) -> None:
+        """Tell the compiled layers whether this pass may use the C++ wrapper (models.py's
+        CPP_WRAPPER_MAX_TOKENS): only at half its memory budget or less, and never after the
+        device ran out of memory."""
+        tokens = sum(d.model_input.length for d in data)
+        roomy = self._memory_scale == 1.0 and 2 * tokens <= self._budget_tokens
+        setattr(self._model.get_base_model(), ROOMY_ATTR, roomy)
 
     def _use_checkpointing(self, checkpointing: memory.Checkpointing, why: str) -> None:
         if checkpointing == self._checkpointing:
