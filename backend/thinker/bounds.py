@@ -18,7 +18,9 @@ MAX_EPOCHS = 10_000
 MAX_SEED = 2**63 - 1  # a signed 64-bit integer, what torch's generators take
 MAX_LORA_RANK = 1024  # and, checked when a job is created, at most the model's hidden size
 MAX_BATCH = 1_000_000  # examples, pairs or prompts per step (the most rows a dataset holds)
-MAX_TOKENS = 131_072  # tokens of one example or completion: the longest context in use
+MAX_TOKENS = (
+    1_048_576  # tokens of one example or completion (the engine refuses what memory cannot hold)
+)
 MAX_GROUP = 1024  # completions per RL prompt
 MAX_TEMPERATURE = 10.0
 MAX_SANDBOX_S = 3600.0  # a reward's time limits per completion

@@ -76,6 +76,13 @@ class Settings(BaseSettings):
     def secrets_dir(self) -> Path:
         return self.data_dir / "secrets"
 
+    @property
+    def compile_cache_dir(self) -> Path:
+        """Where job workers keep torch.compile's caches (Inductor's compiled graphs and
+        Triton's kernels), so a job on a shape compiled before starts in seconds, also after
+        a restart."""
+        return self.data_dir / "cache" / "compile"
+
 
 def _is_loopback(host: str) -> bool:
     if host == "localhost":

@@ -284,7 +284,7 @@ def _pid(client: TestClient, job_id: str) -> int:
     return client.portal.call(read)  # type: ignore[no-any-return]
 
 
-def test_a_worker_runs_nicer_and_gets_no_database_url_and_no_secrets(
+def test_a_worker_runs_nicer_with_no_secrets_and_a_compile_cache_in_the_data_dir(
     tmp_path: Path, database_url: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("THINKER_DATABASE_URL", "postgresql://thinker:hunter2-db@db:5432/thinker")
@@ -294,6 +294,7 @@ def test_a_worker_runs_nicer_and_gets_no_database_url_and_no_secrets(
     monkeypatch.setenv("CACHE_URL", "redis://:hunter2-redis@cache:6379/0")
     monkeypatch.setenv("HF_TOKEN", "hf_needed_for_gated_models")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=1)
     with TestClient(create_app(settings)) as client:
         chat = add_dataset(client, ARITHMETIC, "chat")
@@ -312,6 +313,9 @@ def test_a_worker_runs_nicer_and_gets_no_database_url_and_no_secrets(
     assert environ["HF_TOKEN"] == "hf_needed_for_gated_models"  # the engine may need it
     assert environ["TOKENIZERS_PARALLELISM"] == "false"  # a TOKEN in a name is no credential
     assert environ["PATH"] == os.environ["PATH"] and environ["CUDA_VISIBLE_DEVICES"] == ""
+    # torch.compile's caches live in the data directory, so they survive restarts
+    assert environ["TORCHINDUCTOR_CACHE_DIR"] == str(settings.compile_cache_dir)
+    assert settings.compile_cache_dir.is_relative_to(tmp_path / "data")
     assert priority == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10)  # THINKER_WORKER_NICE
     assert group_nice in (None, "10")  # its own session's group is nicer too, where there is one
 

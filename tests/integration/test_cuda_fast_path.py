@@ -18,7 +18,7 @@ import torch
 from tinker import types
 
 import thinker
-from thinker.engine.local import decode
+from thinker.engine.local import decode, forward
 
 pytestmark = [
     pytest.mark.gpu,
@@ -31,18 +31,23 @@ LENGTHS = [700, 64, 300, 37, 512, 129]  # unequal: the fast path packs them
 def _batch() -> list[types.Datum]:
     gen = torch.Generator().manual_seed(0)
     rows = [torch.randint(0, 151936, (n + 1,), generator=gen).tolist() for n in LENGTHS]
+    # Unequal weights: the fused output layer's per-token gradients must carry each one.
+    weights = [(torch.rand(n, generator=gen) * 2).tolist() for n in LENGTHS]
     return [
         types.Datum(
             model_input=types.ModelInput.from_ints(r[:-1]),
-            loss_fn_inputs={"target_tokens": r[1:], "weights": [1.0] * (len(r) - 1)},
+            loss_fn_inputs={"target_tokens": r[1:], "weights": w},
         )
-        for r in rows
+        for r, w in zip(rows, weights, strict=True)
     ]
 
 
 def _first_step(tmp_path: Path, fast: bool, train_unembed: bool) -> dict:
     with pytest.MonkeyPatch.context() as mp:  # THINKER_FAST only while this side runs
         mp.setenv("THINKER_FAST", "1" if fast else "0")
+        chunked: list[int] = []  # output-layer passes that did not take the fused kernel
+        unfused = forward._chunked_head_logprobs
+        mp.setattr(forward, "_chunked_head_logprobs", lambda *a: chunked.append(1) or unfused(*a))
         client = (
             thinker.ServiceClient(storage_dir=tmp_path / str(fast))
             .create_lora_training_client(QWEN, rank=16, seed=0, train_unembed=train_unembed)
@@ -58,19 +63,20 @@ def _first_step(tmp_path: Path, fast: bool, train_unembed: bool) -> dict:
     }
     logprobs = [torch.tensor(o["logprobs"].tolist()) for o in out.loss_fn_outputs]
     result = {"loss": out.metrics["loss:sum"], "logprobs": logprobs, "grads": grads}
+    result["chunked_passes"] = len(chunked)
     del client
     torch.cuda.empty_cache()
     return result
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["adapted-head", "fused-head"])
+@pytest.fixture(scope="module", params=[True, False], ids=["adapted-head", "plain-head"])
 def both(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[dict, dict]:
-    """With train_unembed (Tinker's default) the output layer carries an adapter and runs in
-    chunks; without, the fast path's output layer is Liger's fused linear cross-entropy."""
-    if not request.param:
-        assert importlib.util.find_spec("liger_kernel"), "the fused head needs liger-kernel"
+    """Either way the fast path's output layer is Liger's fused linear cross-entropy: with
+    train_unembed (Tinker's default) over the adapted layer's merged weight W + scale * B A,
+    whose gradient reaches the adapter through the merge; the plain path runs the layer."""
+    assert importlib.util.find_spec("liger_kernel"), "the fused head needs liger-kernel"
     tmp = tmp_path_factory.mktemp("fast")
     return _first_step(tmp, True, request.param), _first_step(tmp, False, request.param)
 
@@ -88,6 +94,13 @@ def test_fast_path_loss_and_logprobs_match_the_plain_path(both: tuple[dict, dict
     assert [len(x) for x in fast["logprobs"]] == LENGTHS
     assert rel < 1e-3
     assert worst < 0.1  # bf16 rounding of one token's logprob
+
+
+def test_the_fast_path_trains_the_output_layer_in_the_fused_kernel(
+    both: tuple[dict, dict],
+) -> None:
+    fast, plain = both
+    assert fast["chunked_passes"] == 0 and plain["chunked_passes"] > 0
 
 
 def test_fast_path_lora_gradients_match_the_plain_path(both: tuple[dict, dict]) -> None:

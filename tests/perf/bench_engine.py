@@ -61,7 +61,34 @@ ROWS = [
     Row("dpo", "DPO step vs SL step, 4 pairs x 2 x 1024", QWEN, "time <= 1.6x SL step"),
     Row("rl-sampling", "64 completions x 256 tokens", QWEN, "tokens/s >= 5x generate"),
     Row("playground", "1 x 1,024-token prompt, 256 tokens", QWEN, "TTFT < 100 ms, >= 100 tok/s"),
+    Row(
+        "job-qwen3",
+        "default SL job vs the engine benchmark, 3,000 chats of ~500-1,000 tokens",
+        QWEN,
+        "steady tokens/s >= 0.95x; evaluation <= 10%; first step <= 60 s",
+    ),
+    Row(
+        "job-qwen3-again",
+        "the same job again, a new process, compile cache kept",
+        QWEN,
+        "first step <= 20 s",
+    ),
+    Row(
+        "job-llama8b",
+        "default SL job vs the engine benchmark, 3,000 chats, 40 steps",
+        LLAMA,
+        "steady tokens/s >= 0.95x",
+    ),
+    Row("long-qwen3", "longest sequence, batch 1", QWEN, ">= 262,144 tokens"),
+    Row("long-llama8b", "longest sequence, batch 1", LLAMA, ">= 131,072 tokens"),
+    Row(
+        "long-32k-llama8b",
+        "32,768 tokens, batch 1",
+        LLAMA,
+        "tokens/s >= 1.3x transformers + PEFT + Liger + checkpointing",
+    ),
 ]
+COMPILE_CACHE = "/tmp/thinker-bench-inductor"  # the job rows' torch.compile cache
 
 
 # ---- measuring ------------------------------------------------------------------------------
@@ -512,6 +539,256 @@ def run_playground(prompt_len: int = 1024, new_tokens: int = 256) -> list[dict]:
     return results
 
 
+# ---- what a default job runs ---------------------------------------------------------------
+def chat_file(path: Path, rows: int, seed: int = 0) -> Path:
+    """Chats whose rendered length is ~500-1,000 tokens for the built-in byte tokenizer: a
+    user message of 100-300 characters and an answer of 380-680."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["alpha", "beta", "gamma", "delta", "tensor", "graph", "vector", "sum", "the", "of"]
+
+    def text(chars: int) -> str:
+        out = ""
+        while len(out) < chars:
+            out += rng.choice(words) + " "
+        return out[:chars]
+
+    with path.open("w") as f:
+        for _ in range(rows):
+            messages = [
+                {"role": "user", "content": text(rng.randint(100, 300))},
+                {"role": "assistant", "content": text(rng.randint(380, 680))},
+            ]
+            f.write(json.dumps({"messages": messages}) + "\n")
+    return path
+
+
+class _TimedLogger:
+    """A run's metrics logger that also notes when each step's metrics arrived."""
+
+    def __init__(self, run_dir: Path) -> None:
+        from thinker.runs import RunLogger
+
+        self.inner = RunLogger(run_dir)
+        self.times: list[tuple[int, float, dict]] = []
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        self.times.append((step, time.perf_counter(), dict(metrics)))
+        self.inner.log_metrics(metrics, step)
+
+    def log_event(self, kind: str, payload: dict) -> None:
+        self.inner.log_event(kind, payload)
+
+
+def run_job(model: str, max_steps: int | None = None, cold: bool = True) -> list[dict]:
+    """The SL loop exactly as a job runs it with the job defaults (rank 32, output layer
+    adapted, packing, the batch plan, held-out evaluation) on 3,000 chats, first in its process
+    so its first step includes compiling (from an empty cache when `cold`); then the engine
+    benchmark's configuration (rank 16, output layer not adapted) on the job's own batches."""
+    import asyncio
+    import shutil
+    import tempfile
+
+    from thinker.algorithms import sl
+    from thinker.algorithms.common import epoch_batch
+    from thinker.engine.local.models import load_tokenizer
+
+    if cold:
+        shutil.rmtree(COMPILE_CACHE, ignore_errors=True)
+    work = Path(tempfile.mkdtemp(prefix="thinker-job-"))
+    config = sl.SLConfig(
+        dataset=chat_file(work / "chats.jsonl", 3000),
+        base_model=model,
+        log_path=work / "run",
+        max_steps=max_steps,
+    )
+    train, held_out = sl._datasets(config, load_tokenizer(model))
+    per_epoch = max(1, len(train) // config.batch_size)
+    total = max_steps or config.num_epochs * per_epoch
+
+    def step_tokens(number: int) -> int:
+        batch = epoch_batch(train, number, per_epoch, config.batch_size, config.seed)
+        return sum(d.model_input.length for d in batch)
+
+    lengths = [d.model_input.length for d in train]
+    facts = {"rendered_tokens_min": min(lengths), "rendered_tokens_max": max(lengths)}
+
+    results = []
+    # The job: the loop a worker runs, its evaluation timed.
+    evaluating = [0.0]
+    eval_nll = sl._eval_nll
+
+    async def timed_eval(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        began = time.perf_counter()
+        try:
+            return await eval_nll(*args, **kwargs)
+        finally:
+            evaluating[0] += time.perf_counter() - began
+
+    sl._eval_nll = timed_eval
+    logger = _TimedLogger(config.log_path)
+    torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    asyncio.run(sl.main(config, logger=logger))
+    ended = time.perf_counter()
+    rows = logger.times
+    first_at = rows[0][1]
+    # steady steps: after the first, without an evaluation in their interval
+    steady = [
+        (rows[i][0], rows[i][1] - rows[i - 1][1])
+        for i in range(1, len(rows))
+        if "eval_mean_nll" not in rows[i - 1][2] and "eval_mean_nll" not in rows[i][2]
+    ]
+    tokens = sum(step_tokens(number - 1) for number, _ in steady)
+    seconds = sum(dt for _, dt in steady)
+    training = ended - first_at - evaluating[0]
+    results.append(
+        side(
+            "default job (r32, head adapted, eval)",
+            seconds / len(steady),
+            torch.cuda.max_memory_allocated() / 2**30,
+            first_at - started,
+            tokens // len(steady),
+            tokens // len(steady),
+            model,
+            400.0,
+            steps=len(rows),
+            eval_seconds=evaluating[0],
+            eval_share_of_training=evaluating[0] / training,
+            job_seconds=ended - started,
+            job_tokens_per_s=sum(step_tokens(i) for i in range(len(rows))) / (ended - started),
+            **facts,
+        )
+    )
+    if cold:  # then the engine benchmark's configuration, on the job's first batches
+        free_memory()
+        started = time.perf_counter()
+        _, client = engine_client(model)
+        steps = [
+            engine_sl_step(client, epoch_batch(train, i, per_epoch, config.batch_size, 0))
+            for i in range(min(total, 24))
+        ]
+        ttfs = first_step_seconds(started, steps[0])
+        for step in steps[1:3]:
+            step()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        began = time.perf_counter()
+        for step in steps[3:]:
+            step()
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - began
+        tokens = sum(step_tokens(i) for i in range(3, len(steps)))
+        peak = torch.cuda.max_memory_allocated() / 2**30
+        n = len(steps) - 3
+        results.insert(
+            0,
+            side(
+                "engine benchmark (r16, head not adapted)",
+                seconds / n,
+                peak,
+                ttfs,
+                tokens // n,
+                tokens // n,
+                model,
+                400.0,
+                **facts,
+            ),
+        )
+        client = steps = None
+        free_memory()
+
+    return results
+
+
+# ---- long sequences ---------------------------------------------------------------------------
+def run_longest(model: str, lengths: list[int]) -> list[dict]:
+    """One SL step (forward_backward and optim_step) on one sequence of each length, shortest
+    first, until one fails: the batch plan chooses checkpointing and offload itself."""
+    import io
+    from contextlib import redirect_stdout
+
+    results = []
+    _, client = engine_client(model)
+    for n in lengths:
+        log = io.StringIO()
+        torch.cuda.reset_peak_memory_stats()
+        began = time.perf_counter()
+        try:
+            with redirect_stdout(log):
+                engine_sl_step(client, datums(random_rows(model, [n])))()
+                torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - the row records why the length failed
+            results.append(
+                {
+                    "side": f"thinker, {n:,} tokens",
+                    "error": str(e)[:600],
+                    "log": log.getvalue()[-1500:],
+                }
+            )
+            break
+        seconds = time.perf_counter() - began
+        results.append(
+            side(
+                f"thinker, {n:,} tokens",
+                seconds,
+                torch.cuda.max_memory_allocated() / 2**30,
+                seconds,
+                n,
+                n,
+                model,
+                (n + 1) / 2,
+                log=log.getvalue()[-1500:],
+            )
+        )
+    return results
+
+
+def run_long_vs_peer(model: str, n: int = 32_768) -> list[dict]:
+    """One sequence of `n` tokens: transformers + PEFT with Liger's kernels (its fused linear
+    cross-entropy included) and gradient checkpointing, then Thinker (its plan decides)."""
+    from liger_kernel.transformers import _apply_liger_kernel_to_instance
+
+    rows = random_rows(model, [n])
+    ids = torch.tensor(rows, device="cuda")[:, :-1]
+    started = time.perf_counter()
+    plain = plain_model(model)
+    _apply_liger_kernel_to_instance(model=plain.get_base_model())
+    plain.get_base_model().gradient_checkpointing_enable(
+        gradient_checkpointing_kwargs={"use_reentrant": False}
+    )
+    plain.get_base_model().enable_input_require_grads()
+    plain.train()
+    step = plain_sl_step(plain, ids)
+    ttfs = first_step_seconds(started, step)
+    seconds, peak = time_steps(step, 1, 2)
+    results = [
+        side("transformers+peft+liger+checkpointing", seconds, peak, ttfs, n, n, model, (n + 1) / 2)
+    ]
+    plain = step = None
+    free_memory()
+    started = time.perf_counter()
+    _, client = engine_client(model)
+    step = engine_sl_step(client, datums(rows))
+    ttfs = first_step_seconds(started, step)
+    seconds, peak = time_steps(step, 1, 2)
+    results.append(
+        side(
+            "thinker",
+            seconds,
+            peak,
+            ttfs,
+            n,
+            n,
+            model,
+            (n + 1) / 2,
+            checkpointing=client._checkpointing.describe(32),
+        )
+    )
+    return results
+
+
 RUNNERS: dict[str, Callable[[], list[dict]]] = {
     "sl-llama8b": lambda: run_sl(LLAMA, 2, 2048),
     "sl-qwen3": lambda: run_sl(QWEN, 8, 1024),
@@ -520,6 +797,12 @@ RUNNERS: dict[str, Callable[[], list[dict]]] = {
     "dpo": run_dpo,
     "rl-sampling": run_rl_sampling,
     "playground": run_playground,
+    "job-qwen3": lambda: run_job(QWEN),
+    "job-qwen3-again": lambda: run_job(QWEN, cold=False),
+    "job-llama8b": lambda: run_job(LLAMA, max_steps=40),
+    "long-qwen3": lambda: run_longest(QWEN, [65_536, 131_072, 262_144, 393_216]),
+    "long-llama8b": lambda: run_longest(LLAMA, [16_384, 32_768, 65_536, 131_072, 196_608]),
+    "long-32k-llama8b": lambda: run_long_vs_peer(LLAMA),
 }
 
 
@@ -543,11 +826,17 @@ def table(results: list[dict]) -> str:
         row = rows[result["row"]]
         base = result["sides"][0]
         for s in result["sides"]:
+            if "error" in s:
+                lines.append(
+                    f"| {row.name} | {row.work} | {s['side']} | failed: {s['error'][:200]} |"
+                )
+                continue
             notes = []
-            if s is not base:
+            if s is not base and "error" not in base:
+                memory = s["peak_gib"] / base["peak_gib"] if base["peak_gib"] else float("nan")
                 notes.append(
                     f"{s['real_tokens_per_s'] / base['real_tokens_per_s']:.2f}x real "
-                    f"tokens/s, {s['peak_gib'] / base['peak_gib']:.2f}x memory"
+                    f"tokens/s, {memory:.2f}x memory"
                 )
             for key in ("ttft_s", "cold_ttft_s"):
                 if key in s:
@@ -557,9 +846,15 @@ def table(results: list[dict]) -> str:
                 "vs_sl_step",
                 "loss_vs_unpacked",
                 "loss_vs_baseline",
+                "eval_share_of_training",
+                "job_tokens_per_s",
+                "checkpointing",
             ):
                 if key in s:
-                    notes.append(f"{key} {s[key]:.3g}")
+                    value = s[key]
+                    notes.append(
+                        f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
+                    )
             lines.append(
                 f"| {row.name} | {row.work} | {s['side']} | {s['tokens_per_s']:,.0f} | "
                 f"{s['real_tokens_per_s']:,.0f} | {s['mfu']:.1%} | {s['peak_gib']:.1f} | "
@@ -582,8 +877,13 @@ def main() -> None:
     names = list(RUNNERS) if args.rows == "all" else args.rows.split(",")
     results = []
     for name in names:
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": COMPILE_CACHE}  # as a job's worker
         proc = subprocess.run(
-            [sys.executable, __file__, "--row", name], capture_output=True, text=True, check=False
+            [sys.executable, __file__, "--row", name],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
         )
         lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
         if proc.returncode != 0 or not lines:

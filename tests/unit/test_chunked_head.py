@@ -52,3 +52,35 @@ def test_chunks_match_the_full_logits(monkeypatch: pytest.MonkeyPatch, chunk_tok
     assert got_grads.keys() == want_grads.keys() and any("lm_head" in n for n in got_grads)
     for name, grad in got_grads.items():
         torch.testing.assert_close(grad, want_grads[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_an_adapted_output_layer_is_one_merged_weight() -> None:
+    """The fused kernel takes the output layer as one weight: for a LoRA-adapted layer the
+    merged W + scale * B A must give the layer's own output, and the gradients that reach A
+    and B through the merge must be the layer's own."""
+    model = tiny_lora_model(train_unembed=True, b_std=0.02)
+    head = model.get_base_model().get_output_embeddings()
+    g = torch.Generator().manual_seed(1)
+    hidden = torch.randn(37, head.in_features, generator=g)
+    upstream = torch.randn(37, head.out_features, generator=g)
+
+    def adapter_grads(out: torch.Tensor) -> dict[str, torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        (out * upstream).sum().backward()
+        return {n: p.grad.clone() for n, p in head.named_parameters() if p.grad is not None}
+
+    want = head(hidden)
+    want_grads = adapter_grads(want)
+    merged = forward.linear_weight(head)
+    assert merged is not None
+    got = F.linear(hidden, *merged)
+    got_grads = adapter_grads(got)
+
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert sorted(got_grads) == sorted(want_grads) and len(got_grads) == 2  # lora_A, lora_B
+    for name, grad in got_grads.items():  # fp32 sums in another order: relative to the largest
+        scale = want_grads[name].abs().max().item()
+        torch.testing.assert_close(grad, want_grads[name], rtol=1e-5, atol=1e-5 * scale, msg=name)
+    with model.disable_adapter():  # the reference pass: the base layer's weight alone
+        weight, _ = forward.linear_weight(head)
+        assert weight is head.get_base_layer().weight

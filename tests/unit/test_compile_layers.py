@@ -9,14 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import torch
+from tinker import types
 from tiny_lora import logprobs_and_grads, random_batch, tiny_lora_model
 from torch._dynamo.utils import counters
 
 from thinker.engine.local import attention, fast
-from thinker.engine.local.models import _compiled_unless_eager, compile_layers
+from thinker.engine.local.models import (
+    CPP_WRAPPER_MAX_TOKENS,
+    Placement,
+    _compiled_unless_eager,
+    compile_layers,
+    load_tokenizer,
+)
+from thinker.engine.local.training import LocalTrainingClient, LoraSpec
 
 
 @pytest.mark.slow  # Inductor compiles each layer to C++: tens of seconds on a cold cache
@@ -69,7 +78,8 @@ def test_compiled_layers_match_eager_layers() -> None:
 def test_layer_calls_route_flat_rows_to_the_python_wrapper() -> None:
     """On CUDA each layer holds two compiled forms: kernels launched from C++ for batched rows,
     and from Python for flat packed rows (whose varlen attention op the C++ wrapper cannot
-    call); `fast.eager()` bypasses both."""
+    call), for passes of many tokens and for passes that could run out of memory (an
+    out-of-memory error in the C++ wrapper is a crash); `fast.eager()` bypasses both."""
     calls: list[str] = []
 
     def form(name: str) -> Callable[..., str]:
@@ -79,9 +89,48 @@ def test_layer_calls_route_flat_rows_to_the_python_wrapper() -> None:
 
         return run
 
-    forward = _compiled_unless_eager(form("python"), form("cpp"), form("eager"))
-    assert forward(torch.zeros(1), position_ids=None) == "cpp"
-    assert forward(torch.zeros(1), **{attention.FLAT_ROW_KWARG: torch.zeros(2)}) == "python"
+    roomy = [True]
+    forward = _compiled_unless_eager(form("python"), form("cpp"), form("eager"), lambda: roomy[0])
+    assert forward(torch.zeros(2, 8, 4), position_ids=None) == "cpp"
+    roomy[0] = False  # a pass near its memory budget, or after running out of memory
+    assert forward(torch.zeros(2, 8, 4), position_ids=None) == "python"
+    roomy[0] = True
+    assert forward(torch.zeros(1, 8, 4), **{attention.FLAT_ROW_KWARG: torch.zeros(2)}) == "python"
+    # A pass of many tokens: GPU-bound either way, and out of memory is an error, not a crash
+    many = torch.zeros(2, CPP_WRAPPER_MAX_TOKENS // 2 + 1, 4)
+    assert forward(hidden_states=many, position_ids=None) == "python"
+    flat = {attention.FLAT_ROW_KWARG: torch.zeros(2)}
     with fast.eager():
-        assert forward(torch.zeros(1), **{attention.FLAT_ROW_KWARG: torch.zeros(2)}) == "eager"
-    assert calls == ["cpp", "python", "eager"]
+        assert forward(torch.zeros(1, 8, 4), **flat) == "eager"
+    assert calls == ["cpp", "python", "python", "python", "eager"]
+
+
+@pytest.mark.slow  # compiles the tiny model's layers (see above)
+def test_a_forward_only_call_runs_the_training_graph(tmp_path: Path) -> None:
+    """Held-out evaluation (`forward`) on compiled layers reuses what training compiled: a
+    forward without gradients would make dynamo compile every layer again (as the last
+    call here shows), tens of seconds on a GPU model. The loss is the same either way."""
+    torch._dynamo.reset()
+    counters.clear()
+    model = tiny_lora_model()
+    compile_layers(model.get_base_model())
+    cpu = Placement(torch.device("cpu"), torch.float32, None)
+    spec = LoraSpec("thinker/tiny", 4, 0, True, True, False)
+    client = LocalTrainingClient("run", spec, model, load_tokenizer("thinker/tiny"), cpu, tmp_path)
+    inputs, targets = random_batch([40, 40, 40], seed=2)
+    batch = [
+        types.Datum(
+            model_input=types.ModelInput.from_ints(x),
+            loss_fn_inputs={"target_tokens": t.tolist(), "weights": [1.0] * len(x)},
+        )
+        for x, t in zip(inputs, targets, strict=True)
+    ]
+    trained = client.forward_backward(batch, "cross_entropy").result().metrics["loss:sum"]
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs > 0
+    evaluated = client.forward(batch, "cross_entropy").result().metrics["loss:sum"]
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert evaluated == pytest.approx(trained, rel=1e-6)
+    with torch.no_grad():  # what `forward` did before: a variant of its own
+        logprobs_and_grads(model, inputs, targets, pack=False)
+    assert counters["stats"]["unique_graphs"] > graphs

@@ -11,8 +11,10 @@ import torch
 from tinker import types
 
 import thinker
+from thinker.engine.local import memory
 from thinker.engine.local.forward import token_ranges
 from thinker.engine.local.memory import Budget
+from thinker.errors import BackendError
 
 torch.set_num_threads(1)
 
@@ -33,7 +35,7 @@ def _datum(tokens: list[int]) -> types.Datum:
 def _pin_budget(monkeypatch: pytest.MonkeyPatch, client: object, tokens: int) -> None:
     """Fix the tokens a pass may hold, so the split does not follow this machine's free memory."""
     budget = Budget(tokens=tokens, free_bytes=0, bytes_per_token=0, explanation="pinned")
-    monkeypatch.setattr(client, "memory_budget", lambda: budget)
+    monkeypatch.setattr(client, "memory_budget", lambda longest=0: budget)
 
 
 def test_a_batch_over_the_pass_budget_gives_the_one_pass_gradient(
@@ -45,12 +47,12 @@ def test_a_batch_over_the_pass_budget_gives_the_one_pass_gradient(
     service = thinker.ServiceClient(storage_dir=tmp_path)
     client = service.create_lora_training_client("thinker/tiny", rank=4, seed=0).result()
     _pin_budget(monkeypatch, client, 10**6)
-    assert client._passes(data, backward=True) == [(0, 30)]
+    assert client._passes(data, with_graph=True) == [(0, 30)]
     whole = client.forward_backward(data, "cross_entropy").result()
     grads = {n: p.grad.clone() for n, p in client._model.named_parameters() if p.grad is not None}
     client._model.zero_grad()
     _pin_budget(monkeypatch, client, 1_500)
-    assert len(client._passes(data, backward=True)) == 15
+    assert len(client._passes(data, with_graph=True)) == 15
     split = client.forward_backward(data, "cross_entropy").result()
     # fp32 sums in another order: equal up to rounding, relative to the size of the sums
     assert split.metrics["loss:sum"] == pytest.approx(whole.metrics["loss:sum"], rel=1e-5)
@@ -73,3 +75,49 @@ def test_logprob_requests_made_together_match_single_requests(tmp_path: Path) ->
     for a, b in zip(together, alone, strict=True):
         assert a[0] is None and b[0] is None
         assert torch.allclose(torch.tensor(a[1:]), torch.tensor(b[1:]), atol=1e-5)
+
+
+def test_checkpointed_layers_train_to_the_same_gradient(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """thinker/tiny, one sequence of 600 tokens, with transformers' gradient checkpointing on
+    as the budget turns it on (every layer; which layers, the budget tests decide): the loss
+    and gradient of layers that keep their activations, and the job log says why."""
+    g = torch.Generator().manual_seed(1)
+    data = [_datum(torch.randint(3, 384, (601,), generator=g).tolist())]
+    service = thinker.ServiceClient(storage_dir=tmp_path)
+    client = service.create_lora_training_client("thinker/tiny", rank=4, seed=0).result()
+    kept = client.forward_backward(data, "cross_entropy").result()
+    assert not memory.is_checkpointed(client._model)
+    grads = {n: p.grad.clone() for n, p in client._model.named_parameters() if p.grad is not None}
+    client._model.zero_grad()
+
+    client._use_checkpointing(memory.Checkpointing(every=1), "the budget's reason")
+    assert memory.is_checkpointed(client._model)
+    assert "gradient checkpointing on 2 of 2 layers: the budget's reason" in capsys.readouterr().out
+    # one pass as it is (the budget would turn checkpointing off for so short a sequence)
+    monkeypatch.setattr(client, "_passes", lambda data, with_graph: [(0, len(data))])
+    output = client.forward_backward(data, "cross_entropy").result()
+    assert output.metrics["loss:sum"] == pytest.approx(kept.metrics["loss:sum"], rel=1e-6)
+    assert grads
+    for name, p in client._model.named_parameters():
+        if p.grad is not None:
+            assert (p.grad - grads[name]).norm() <= 1e-5 * grads[name].norm(), name
+    client._use_checkpointing(memory.NO_CHECKPOINTING, "short sequences again")
+    assert not memory.is_checkpointed(client._model)
+
+
+def test_a_sequence_that_cannot_fit_is_refused_with_the_setting_to_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = torch.Generator().manual_seed(2)
+    data = [_datum(torch.randint(3, 384, (601,), generator=g).tolist())]
+    service = thinker.ServiceClient(storage_dir=tmp_path)
+    client = service.create_lora_training_client("thinker/tiny", rank=4, seed=0).result()
+    known = memory.estimate(client._model, client._placement)
+    free = int((memory.MARGIN_BYTES + known.fixed) / (1 - memory.MARGIN_FRACTION)) + 10**6
+    monkeypatch.setattr(memory, "free_memory", lambda device: free)
+    with pytest.raises(BackendError, match=r"lower max_length to [\d,]+ or less") as refused:
+        client.forward_backward(data, "cross_entropy").result()
+    assert "600 tokens" in str(refused.value)
+    assert all(p.grad is None for p in client._model.parameters())  # nothing half-applied

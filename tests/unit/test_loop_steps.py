@@ -1,13 +1,16 @@
-"""The training loops' shared steps: the learning-rate schedule, the batches of each epoch and
-the one step kept in flight, on hand-computed values."""
+"""The training loops' shared steps: the learning-rate schedule, the batches of each epoch,
+the one step kept in flight and the held-out examples an evaluation scores, on hand-computed
+values."""
 
 import asyncio
 import math
+from pathlib import Path
 
 import pytest
+from tinker import types
 
 from thinker.algorithms.common import InFlight, Step, epoch_batch
-from thinker.algorithms.sl import lr_multiplier
+from thinker.algorithms.sl import SLConfig, _eval_subset, lr_multiplier
 
 
 def test_linear_schedule_decays_to_zero_at_the_end() -> None:
@@ -71,3 +74,31 @@ def test_one_step_stays_in_flight_and_settle_finishes_it_with_the_evals() -> Non
         "finish 2",
     ]
     assert metrics == {"step": 2.0}
+
+
+def _datums(lengths: list[int]) -> list[types.Datum]:
+    return [
+        types.Datum(
+            model_input=types.ModelInput.from_ints([1] * n),
+            loss_fn_inputs={"target_tokens": [1] * n, "weights": [1.0] * n},
+        )
+        for n in lengths
+    ]
+
+
+def test_held_out_evaluation_scores_a_tenth_of_the_trained_tokens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """2,700 training rows of 750 tokens, batch 16: 168 steps, 2,016,000 tokens. Evaluating
+    every 10 steps is 17 evaluations; a tenth of the trained tokens over 17 is 11,858 tokens,
+    15 of the 300 held-out rows of 750. At the end only: 268 of them. eval_examples decides
+    when set."""
+    held_out = _datums([750] * 300)
+    config = SLConfig(dataset=tmp_path / "d.jsonl", batch_size=16, eval_every=10)
+    subset = _eval_subset(held_out, [750] * 2700, config, 168)
+    assert subset == held_out[:15]
+    assert "15 of the 300 held-out examples each time" in capsys.readouterr().out
+    at_the_end = config.model_copy(update={"eval_every": 0})
+    assert _eval_subset(held_out, [750] * 2700, at_the_end, 168) == held_out[:268]
+    chosen = config.model_copy(update={"eval_examples": 100})
+    assert _eval_subset(held_out, [750] * 2700, chosen, 168) == held_out[:100]

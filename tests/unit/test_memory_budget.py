@@ -58,12 +58,13 @@ def test_bytes_per_token_by_hand() -> None:
     = 18,432; norms 8h = 8,192; q/k norms 4 (q + kv) = 12,288; total 92,160. Once: 4h + s h =
     6,144. So 28 * 92,160 + 6,144 = 2,586,624 bytes. With the adapter in bf16 the inputs count
     once each, 2 (2h + q + i) = 14,336: 28 * 65,536 + 6,144 = 1,841,152. With gradient
-    checkpointing (and fp32 inputs): 28 * 2h + 92,160 + 6,144 = 155,648."""
+    checkpointing (and fp32 inputs) the top layer's recompute, with the 28 layers' inputs
+    2h each, is the peak: 28 * 2,048 + 2 (92,160 + 2 * 3,072) + 6,144 = 260,096."""
     assert bytes_per_token(QWEN3_06B, 2, fp32_adapter_inputs=True, checkpointed=False) == 2_586_624
     assert bytes_per_token(QWEN3_06B, 2, fp32_adapter_inputs=False, checkpointed=False) == (
         1_841_152
     )
-    assert bytes_per_token(QWEN3_06B, 2, fp32_adapter_inputs=True, checkpointed=True) == 155_648
+    assert bytes_per_token(QWEN3_06B, 2, fp32_adapter_inputs=True, checkpointed=True) == 260_096
 
 
 def test_shape_and_modes_read_from_the_model() -> None:
@@ -108,7 +109,7 @@ class _LocalClient:
     def __init__(self, tokens: int) -> None:
         self.budget = Budget(tokens, 100 * GiB, 2**20, f"one pass holds {tokens:,} tokens")
 
-    def memory_budget(self) -> Budget:
+    def memory_budget(self, longest: int = 0) -> Budget:
         return self.budget
 
 
@@ -167,3 +168,52 @@ def test_remote_client_runs_the_step_in_one_pass(lengths: list[int]) -> None:
     assert "manages its own memory" in plan.explanation
     set_micro = plan_batch(_RemoteClient(), lengths, 16, 4)
     assert (set_micro.micro_batch_size, set_micro.grad_accumulation) == (4, 4)
+
+
+# ---- gradient checkpointing, chosen by the budget -------------------------------------------
+def test_a_long_sequence_turns_checkpointing_on_only_as_far_as_it_must(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Llama-3.1-8B shape, 64 GiB free: 2,048 tokens need no checkpointing; 32,768 need some
+    layers checkpointed, and one layer fewer would not fit; 80,000 need every layer's input
+    offloaded to host memory; ten million fit nowhere and the budget says what to lower."""
+    monkeypatch.setattr(memory, "available_ram", lambda *a: 256 * GiB)  # the host, pinned
+    model = _meta_model("thinker/random-llama3.1-8b")
+    known = memory.estimate(model, CUDA_BF16)
+
+    def budget(longest: int) -> Budget:
+        return memory.budget_of(known, CUDA_BF16, free_bytes=64 * GiB, longest=longest)
+
+    short = budget(2_048)
+    assert short.checkpointing == memory.NO_CHECKPOINTING and short.tokens >= 2_048
+    assert "no gradient checkpointing" in short.explanation
+
+    long = budget(32_768)
+    layers = long.checkpointing.layers(32)
+    assert 0 < layers <= 32 and not long.checkpointing.offload and long.tokens >= 32_768
+    fewer = [c for c in known.choices(CUDA_BF16.device) if c.layers(32) < layers]
+    usable = long.tokens * long.bytes_per_token  # what the budget divided, about
+    assert all(usable // known.per_token_with(c) < 32_768 for c in fewer)
+    assert f"gradient checkpointing on {layers} of 32 layers because" in long.explanation
+
+    offloaded = budget(80_000)
+    assert offloaded.checkpointing == memory.Checkpointing(every=1, offload=True)
+    assert offloaded.tokens >= 80_000 and "offloaded to host memory" in offloaded.explanation
+
+    too_long = budget(10_000_000)
+    assert too_long.longest_fits is not None and too_long.longest_fits < 10_000_000
+    assert f"lower max_length to {too_long.longest_fits:,} or less" in too_long.explanation
+
+
+def test_checkpointing_memory_by_hand() -> None:
+    """4 layers of 1,000 bytes a token, a recomputed layer's backward 2,500, inputs of 10.
+    Every 2nd layer (0 and 2) checkpointed: after the forward pass 10 + 1,000 + 10 + 1,000 =
+    2,020; recomputing layer 2 holds layers 0 and 1 (1,010), its input (10) and 2,500: 3,520.
+    Offloaded, the stored inputs leave the device: 1,000 + 10 + 2,500 = 3,510. Every layer:
+    30 + 10 + 2,500 = 2,540."""
+    two = memory.Checkpointing(every=2)
+    assert memory._layers_peak(4, two, 1_000, 2_500, 10) == 3_520
+    offloaded = memory.Checkpointing(2, offload=True)
+    assert memory._layers_peak(4, offloaded, 1_000, 2_500, 10) == 3_510
+    assert memory._layers_peak(4, memory.NO_CHECKPOINTING, 1_000, 2_500, 10) == 4_000
+    assert memory._layers_peak(4, memory.Checkpointing(every=1), 1_000, 2_500, 10) == 2_540

@@ -142,7 +142,8 @@ def plan_batch(
     default) whatever the device; memory only decides how a step is split. `micro_batch_size`
     is the config's value when set; otherwise, on a client with `memory_budget()` (the local
     engine), as many examples as fit in the budget's tokens if each took as many as the
-    longest (a pass is padded to its longest sequence), at least 1; on a client without it
+    longest (a pass is padded to its longest sequence), at least 1, with the gradient
+    checkpointing the longest needs (the budget's explanation says which); on a client without it
     (Tinker manages its own memory), the whole step in one pass. A step then takes
     ceil(batch_size / micro_batch_size) passes whose gradients add up before the optimizer
     step: the losses are sums over tokens (or a mean rescaled per pass), so the accumulated
@@ -168,9 +169,9 @@ def plan_batch(
             f"steps as before); batch_size {batch} -> {math.ceil(batch / micro)} pass(es)"
         )
         return BatchPlan(batch, micro, math.ceil(batch / micro), resumed)
-    get_budget: Callable[[], MemoryBudget] | None = getattr(client, "memory_budget", None)
-    budget = get_budget() if get_budget is not None else None
+    get_budget: Callable[[int], MemoryBudget] | None = getattr(client, "memory_budget", None)
     longest = max(lengths, default=1)
+    budget = get_budget(longest) if get_budget is not None else None
     fits = max(1, budget.tokens // longest) if budget is not None else None
     micro = min(batch, micro_batch_size or fits or batch)
     passes = math.ceil(batch / micro)

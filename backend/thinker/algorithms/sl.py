@@ -74,6 +74,7 @@ async def main(
     steps_per_epoch = max(1, len(train_data) // plan.batch_size)
     total_steps = config.max_steps or config.num_epochs * steps_per_epoch
     log_plan(logger, plan, total_steps, start.step)
+    eval_data = _eval_subset(eval_data, lengths, config, total_steps)
 
     # Loop: submit step s, then finish step s-1 (one step in flight).
     steps: InFlight[types.Datum] = InFlight(partial(_finish, logger=logger, config=config))
@@ -110,6 +111,41 @@ def _datasets(
         return datum_from_tokens_weights(tokens, weights, config.max_length)
 
     return [render(m) for m in train], [render(m) for m in held_out]
+
+
+# Held-out tokens scored over a run, as a share of the tokens trained. On an H100 a held-out
+# token cost 0.8 of a trained one (Qwen3-0.6B shape, a default job: evaluation waits for the
+# step in flight and is not pipelined), so a tenth keeps evaluation under a tenth of the
+# training time whatever eval_every is (docs/benchmarks.md).
+EVAL_TOKEN_SHARE = 0.1
+
+
+def _eval_subset(
+    held_out: list[types.Datum], lengths: list[int], config: SLConfig, total_steps: int
+) -> list[types.Datum]:
+    """The held-out examples every evaluation scores: `eval_examples` of them if set, else
+    as many as keep all of a run's evaluations within EVAL_TOKEN_SHARE of its training
+    tokens (the whole held-out set when that allows). Always the same ones (the split is
+    shuffled already), so the curve compares like with like, and a resumed run picks them
+    again."""
+    if not held_out:
+        return held_out
+    if config.eval_examples is not None:
+        return held_out[: config.eval_examples]
+    every = config.eval_every
+    evaluations = total_steps // every + (total_steps % every > 0) if every > 0 else 1
+    mean_train = sum(lengths) / max(1, len(lengths))
+    mean_eval = sum(d.model_input.length for d in held_out) / len(held_out)
+    trained = total_steps * config.batch_size * mean_train
+    count = max(1, int(EVAL_TOKEN_SHARE * trained / evaluations / mean_eval))
+    if count < len(held_out):
+        print(
+            f"[thinker] held-out evaluation: {count} of the {len(held_out)} held-out examples "
+            f"each time, so that {evaluations} evaluation(s) score about a tenth as many tokens "
+            "as training does (set eval_examples to choose)",
+            flush=True,
+        )
+    return held_out[:count]
 
 
 def _trained_tokens(batch: list[types.Datum]) -> float:

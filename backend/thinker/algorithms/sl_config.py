@@ -60,4 +60,12 @@ class SLConfig(LoopConfig):
         le=MAX_STEPS,
         description="Steps between held-out NLL evaluations; 0: only at the end.",
     )
+    eval_examples: StrictInt | None = Field(
+        None,
+        gt=0,
+        le=MAX_BATCH,
+        description="Held-out examples each evaluation scores (the same ones every time); "
+        "null: as many as keep evaluation near a tenth of the training time, as the job log "
+        "says.",
+    )
     log_path: Path = Field(Path("runs/sl"), description="The run directory.")

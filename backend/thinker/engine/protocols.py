@@ -170,4 +170,6 @@ class MemoryBudget(Protocol):
 class MemoryBudgeted(Protocol):
     """A training client that knows its memory (the local engine's; Tinker manages its own)."""
 
-    def memory_budget(self) -> MemoryBudget: ...
+    def memory_budget(self, longest: int = 0) -> MemoryBudget:
+        """The budget with the gradient checkpointing a `longest`-token sequence needs."""
+        ...

@@ -713,13 +713,10 @@ class JobManager:
             {"state": JobState.STARTING, "device": device, "attempt": job.attempts + 1},
         )
         key = self._tinker_key() if job.backend == "tinker" else None
-        launch = Launch(
-            job.id,
-            self.run_dir(job.id).path,
-            job.resource,
-            device,
-            env={"TINKER_API_KEY": key} if key else {},
-        )
+        env = compile_cache_env(self.settings)
+        if key:
+            env["TINKER_API_KEY"] = key
+        launch = Launch(job.id, self.run_dir(job.id).path, job.resource, device, env=env)
         try:
             worker = self.executor.launch(launch)
         except OSError as e:
@@ -739,6 +736,14 @@ class JobManager:
             return False
         await self._cas(job.id, ACTIVE_STATES, None, pid=worker.pid, pid_start=worker.pid_start)
         return True
+
+
+def compile_cache_env(settings: Settings) -> dict[str, str]:
+    """A worker's torch.compile cache in the data directory (Inductor keeps Triton's kernels
+    under it too), unless the server's environment names one."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return {}
+    return {"TORCHINDUCTOR_CACHE_DIR": str(settings.compile_cache_dir)}
 
 
 def _worker(job: Job) -> WorkerRef:

@@ -2238,6 +2238,11 @@ export interface components {
              */
             eval_every?: number;
             /**
+             * Eval Examples
+             * @description Held-out examples each evaluation scores (the same ones every time); null: as many as keep evaluation near a tenth of the training time, as the job log says.
+             */
+            eval_examples?: number | null;
+            /**
              * Eval Fraction
              * @description The share of the dataset held out for evaluation when no eval_dataset is given (0: none).
              * @default 0.1
@@ -2638,6 +2643,11 @@ export interface components {
              * @description Steps between held-out NLL evaluations; 0: only at the end. Left out, the server proposes it from the data and the base model.
              */
             eval_every?: number;
+            /**
+             * Eval Examples
+             * @description Held-out examples each evaluation scores (the same ones every time); null: as many as keep evaluation near a tenth of the training time, as the job log says.
+             */
+            eval_examples?: number | null;
             /**
              * Eval Fraction
              * @description The share of the dataset held out for evaluation when no eval_dataset is given (0: none).

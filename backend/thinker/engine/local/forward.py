@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from peft.tuners.lora import Linear as LoraLinear
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
@@ -166,8 +167,7 @@ def _logprobs(
         if head is None or _rescales_logits(base):
             return _logprobs_of_logits(model(**args).logits, target_ids_BT)
         hidden_BTD = base.get_decoder()(**args).last_hidden_state
-        fusable = type(head) is nn.Linear and torch.is_grad_enabled()
-        if fusable and fast.enabled("FUSED_KERNELS", hidden_BTD.device):
+        if torch.is_grad_enabled() and fast.enabled("FUSED_KERNELS", hidden_BTD.device):
             fused = _fused_head_logprobs(head, hidden_BTD, target_ids_BT)
             if fused is not None:
                 return fused
@@ -175,27 +175,56 @@ def _logprobs(
 
 
 def _fused_head_logprobs(
-    head: nn.Linear, hidden_BTD: Tensor, target_ids_BT: Tensor
+    head: nn.Module, hidden_BTD: Tensor, target_ids_BT: Tensor
 ) -> Tensor | None:
     """Liger's fused linear cross-entropy with a per-token result (reduction="none"): the
     same chunked recompute as `_chunked_head_logprobs`, but the log-softmax runs in one Triton
     pass over each chunk's bf16 logits instead of an fp32 copy, a log-softmax and a gather
     (on the Qwen3-0.6B shape the output layer was 44% of an SL step's GPU time). None where
-    liger-kernel is not installed. Not for an adapted output layer (train_unembed): its
-    weight alone is not the layer."""
+    liger-kernel is not installed, or the layer is not one weight (`linear_weight`)."""
     fused_loss = _liger_fused_linear_cross_entropy()
-    if fused_loss is None:
+    weights = linear_weight(head)
+    if fused_loss is None or weights is None:
         return None
+    weight_VD, bias_V = weights
     batch, width, dim = hidden_BTD.shape
     loss_N = fused_loss(
         hidden_BTD.reshape(-1, dim),
-        head.weight,
+        weight_VD.to(hidden_BTD.dtype),
         target_ids_BT.reshape(-1),
-        head.bias,
+        bias_V,
         reduction="none",
         chunk_mem_const=LIGER_CHUNK_MEM,
     )
     return -loss_N.view(batch, width)
+
+
+def linear_weight(head: nn.Module) -> tuple[Tensor, Tensor | None] | None:
+    """The output layer as one linear map (weight, bias): a plain `nn.Linear`'s own, or for a
+    LoRA-adapted one (train_unembed, Tinker's default) the merged weight W + scale * B A,
+    made under autograd so the fused kernel's weight gradient flows on to A and B (the frozen
+    W gets none). Merging costs one vocabulary-sized weight and its gradient (0.3 + 0.6 GB
+    on Qwen3-0.6B) and 2 x vocab x hidden x rank FLOPs, against logits that never exist in
+    full. None for anything else: several adapters, dropout, DoRA or another variant, or a
+    bias on the adapter."""
+    if type(head) is nn.Linear:
+        return head.weight, head.bias
+    if not isinstance(head, LoraLinear) or head.merged:
+        return None
+    base = head.get_base_layer()
+    if type(base) is not nn.Linear:
+        return None
+    if head.disable_adapters:  # the reference pass (adapter off) is the base layer alone
+        return base.weight, base.bias
+    active = [a for a in head.active_adapters if a in head.lora_A]
+    if len(active) != 1 or active[0] in head.lora_variant:
+        return None
+    name = active[0]
+    lora_A, lora_B = head.lora_A[name], head.lora_B[name]
+    if not isinstance(head.lora_dropout[name], nn.Identity) or lora_B.bias is not None:
+        return None
+    delta_VD = (lora_B.weight @ lora_A.weight) * head.scaling[name]
+    return base.weight + delta_VD.to(base.weight.dtype), base.bias
 
 
 @functools.cache

@@ -16,8 +16,13 @@ head_dim, kv = num_key_value_heads * head_dim and s the bytes of the model's dty
               + 4 (q + kv)       the q/k RMSNorms' inputs, on models that have them (Qwen3)
     once        4h + s h         the final norm's fp32 input and the output layer's input
 
-With gradient checkpointing (the QLoRA path), a layer keeps only its input, s h, and one
-layer's activations exist at a time, while it is recomputed. The logits do not scale with the
+With gradient checkpointing, a checkpointed layer keeps only its input, s h, and one layer is
+recomputed at a time, which with its backward pass holds twice a layer's activations and the
+MLP's intermediate gradients, 2 (layer + s i); offloaded, even the inputs wait in pinned host
+memory. The QLoRA path checkpoints every layer always; otherwise the batch plan
+turns checkpointing on only for a sequence that does not fit without it, and then on as few
+layers as make it fit (transformers' `every_n_layers`): recomputing a layer costs its forward
+pass again, so each layer kept saves time. The logits do not scale with the
 tokens: the output layer runs in chunks of CHUNK_BYTES of fp32 logits, recomputed in the
 backward pass (forward.py); six chunk-sized fp32 buffers are set aside for that, and 12 bytes
 per trainable parameter for the adapter's gradient and Adam moments. These are the tensors of
@@ -44,6 +49,8 @@ of 139.8 GiB: the margin on free memory was never needed.
 
 from __future__ import annotations
 
+import inspect
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +74,27 @@ OPTIMIZER_BYTES_PER_PARAM = 12  # fp32 gradient and Adam's two moments
 
 
 @dataclass(frozen=True)
+class Checkpointing:
+    """Which decoder layers recompute their activations in the backward pass."""
+
+    every: int = 0  # every n-th layer, from the first (transformers' every_n_layers); 0: none
+    offload: bool = False  # the checkpointed layers' inputs wait in pinned host memory
+
+    def layers(self, total: int) -> int:
+        """How many of `total` layers are checkpointed."""
+        return 0 if self.every == 0 else math.ceil(total / self.every)
+
+    def describe(self, total: int) -> str:
+        if self.every == 0:
+            return "no gradient checkpointing"
+        where = " with their inputs offloaded to host memory" if self.offload else ""
+        return f"gradient checkpointing on {self.layers(total)} of {total} layers{where}"
+
+
+NO_CHECKPOINTING = Checkpointing()
+
+
+@dataclass(frozen=True)
 class Budget:
     """How many tokens one forward/backward pass may hold, and why."""
 
@@ -74,6 +102,8 @@ class Budget:
     free_bytes: int  # memory free on the device when measured
     bytes_per_token: int  # estimated training memory per token of one pass
     explanation: str  # one or two sentences with the figures, for the job log
+    checkpointing: Checkpointing = NO_CHECKPOINTING  # what the pass must run with
+    longest_fits: int | None = None  # the longest sequence memory allows at all; None: any
 
 
 @dataclass(frozen=True)
@@ -107,16 +137,42 @@ class ModelShape:
 
 
 def bytes_per_token(
-    shape: ModelShape, dtype_bytes: int, fp32_adapter_inputs: bool, checkpointed: bool
+    shape: ModelShape,
+    dtype_bytes: int,
+    fp32_adapter_inputs: bool,
+    checkpointed: bool | Checkpointing,
 ) -> int:
-    """Training memory per token of a pass: the formula of the module docstring."""
+    """Training memory per token of a pass: the formula of the module docstring
+    (`checkpointed=True` is every layer checkpointed, nothing offloaded)."""
     h, i, q, kv, s = shape.hidden, shape.intermediate, shape.q_dim, shape.kv_dim, dtype_bytes
     adapter_inputs = 4 * (5 * h + q + i) if fp32_adapter_inputs else s * (2 * h + q + i)
     layer = adapter_inputs + s * (2 * q + 2 * kv) + 3 * s * i + 8 * h
     if shape.qk_norm:
         layer += 4 * (q + kv)
-    layers = shape.layers * s * h + layer if checkpointed else shape.layers * layer
-    return layers + 4 * h + s * h
+    if isinstance(checkpointed, bool):
+        checkpointed = Checkpointing(every=1) if checkpointed else NO_CHECKPOINTING
+    # A recomputed layer's backward pass: its activations and their gradients, at most as
+    # large again, and the MLP's two intermediate gradients (calibrated on an H100 at 131,072
+    # and 262,144 tokens; docs/benchmarks.md).
+    recompute = 2 * layer + 2 * s * i
+    return _layers_peak(shape.layers, checkpointed, layer, recompute, s * h) + 4 * h + s * h
+
+
+def _layers_peak(
+    layers: int, checkpointing: Checkpointing, layer: int, recompute: int, layer_input: int
+) -> int:
+    """The most the decoder layers hold at once, per token. After the forward pass: every kept
+    layer's activations and every checkpointed layer's input (on the host if offloaded).
+    While the backward pass recomputes checkpointed layer j, the layers above j are already
+    freed: what the layers below j hold, j's input and the recomputed layer's `recompute`."""
+    if checkpointing.every == 0:
+        return layers * layer
+    stored = 0 if checkpointing.offload else layer_input
+    held = [stored if i % checkpointing.every == 0 else layer for i in range(layers)]
+    recomputing = [
+        sum(held[:j]) + layer_input + recompute for j in range(0, layers, checkpointing.every)
+    ]
+    return max(sum(held), *recomputing)
 
 
 def casts_adapter_inputs(model: torch.nn.Module, dtype: torch.dtype) -> bool:
@@ -136,11 +192,16 @@ def is_checkpointed(model: torch.nn.Module) -> bool:
 
 
 def fixed_bytes(model: torch.nn.Module, shape: ModelShape) -> int:
-    """Memory a pass needs whatever its tokens: logit chunks, the adapter's optimizer state."""
+    """Memory a pass needs whatever its tokens: logit chunks, the adapter's optimizer state,
+    and for an adapted output layer its merged weight and that weight's fp32 gradient
+    (forward.py's `linear_weight`)."""
     chunk_tokens = max(64, CHUNK_BYTES // (4 * shape.vocab))  # as forward.py chunks
     logits = LOGIT_BUFFERS * 4 * chunk_tokens * shape.vocab
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return logits + OPTIMIZER_BYTES_PER_PARAM * trainable
+    get_head = getattr(model, "get_output_embeddings", None)
+    adapted_head = isinstance(get_head() if get_head else None, BaseTunerLayer)
+    merged_head = (2 + 4) * shape.vocab * shape.hidden if adapted_head else 0
+    return logits + OPTIMIZER_BYTES_PER_PARAM * trainable + merged_head
 
 
 def free_memory(device: torch.device) -> int:
@@ -180,22 +241,66 @@ class Estimate:
     shape: ModelShape
     per_token: int  # bytes_per_token for this model as loaded
     fixed: int  # fixed_bytes
+    dtype_bytes: int = 2
+    fp32_adapter_inputs: bool = False
+    always_checkpointed: bool = False  # every layer, whatever the pass (the QLoRA path)
+    selective: bool = True  # transformers can checkpoint some layers and offload (>= 5.x)
+
+    def per_token_with(self, checkpointing: Checkpointing) -> int:
+        return bytes_per_token(
+            self.shape, self.dtype_bytes, self.fp32_adapter_inputs, checkpointing
+        )
+
+    def choices(self, device: torch.device) -> list[Checkpointing]:
+        """What a pass may run with, the fastest first: no checkpointing, then more and more
+        layers checkpointed, then (on CUDA) every layer with its input offloaded."""
+        layers = self.shape.layers
+        by_count = {Checkpointing(every=n).layers(layers): n for n in range(1, layers + 1)}
+        partial = [Checkpointing(every=by_count[k]) for k in sorted(by_count)]
+        if not self.selective:
+            partial = [Checkpointing(every=1)]
+        choices = [Checkpointing(every=1)] if self.always_checkpointed else [NO_CHECKPOINTING]
+        if not self.always_checkpointed:
+            choices += partial
+        if device.type == "cuda" and self.selective:
+            choices.append(Checkpointing(every=1, offload=True))
+        return choices
 
 
 def estimate(model: PreTrainedModel | PeftModel, placement: Placement) -> Estimate:
     """Walk the model once for everything the budget needs besides the free memory."""
     shape = ModelShape.of(model)
-    per_token = bytes_per_token(
-        shape,
-        torch.finfo(placement.dtype).bits // 8,
-        casts_adapter_inputs(model, placement.dtype),
-        is_checkpointed(model),
+    dtype_bytes = torch.finfo(placement.dtype).bits // 8
+    fp32_inputs = casts_adapter_inputs(model, placement.dtype)
+    always = is_checkpointed(model)
+    per_token = bytes_per_token(shape, dtype_bytes, fp32_inputs, always)
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    selective = enable is not None and "every_n_layers" in inspect.signature(enable).parameters
+    return Estimate(
+        shape, per_token, fixed_bytes(model, shape), dtype_bytes, fp32_inputs, always, selective
     )
-    return Estimate(shape, per_token, fixed_bytes(model, shape))
+
+
+def use_checkpointing(model: PreTrainedModel, checkpointing: Checkpointing) -> None:
+    """Turn transformers' gradient checkpointing on `model`'s layers on or off, as chosen."""
+    if checkpointing.every == 0:
+        disable = getattr(model, "activation_checkpointing_disable", None)
+        (disable or model.gradient_checkpointing_disable)()
+        return
+    kwargs = {"use_reentrant": False}
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is None:  # transformers 4.x: every layer, nothing offloaded
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        return
+    enable(kwargs, every_n_layers=checkpointing.every, offload=checkpointing.offload)
 
 
 def pass_token_budget(
-    model: PreTrainedModel | PeftModel, placement: Placement, *, free_bytes: int | None = None
+    model: PreTrainedModel | PeftModel,
+    placement: Placement,
+    *,
+    free_bytes: int | None = None,
+    longest: int = 0,
 ) -> Budget:
     """How many tokens one forward/backward pass of `model` may hold in free memory.
 
@@ -203,21 +308,35 @@ def pass_token_budget(
         model: The PEFT model being trained (its weights already on the device).
         placement: Where it lives; its dtype sizes the activations.
         free_bytes: Free memory to assume instead of measuring it (for tests and planning).
+        longest: The longest sequence a pass must hold (it cannot be split): the budget
+            turns gradient checkpointing on, on as few layers as make it fit.
 
     Returns:
         The budget: free memory less a margin (10% and 1 GiB) and the fixed costs, divided
         by the estimated bytes per token; at least MIN_TOKENS, and on the CPU at most
         CPU_MAX_TOKENS.
     """
-    return budget_of(estimate(model, placement), placement, free_bytes=free_bytes)
+    return budget_of(estimate(model, placement), placement, free_bytes=free_bytes, longest=longest)
 
 
-def budget_of(known: Estimate, placement: Placement, *, free_bytes: int | None = None) -> Budget:
-    """`pass_token_budget` from an estimate made earlier: only the free memory is read."""
+def budget_of(
+    known: Estimate,
+    placement: Placement,
+    *,
+    free_bytes: int | None = None,
+    longest: int = 0,
+    scale: float = 1.0,
+) -> Budget:
+    """`pass_token_budget` from an estimate made earlier: only the free memory is read.
+    `scale` (below 1 after the device ran out of memory) shrinks the usable memory."""
     device = placement.device
     free = free_memory(device) if free_bytes is None else free_bytes
-    per_token, fixed, shape = known.per_token, known.fixed, known.shape
-    usable = int(free * (1 - MARGIN_FRACTION)) - MARGIN_BYTES - fixed
+    fixed, shape = known.fixed, known.shape
+    usable = int(free * (1 - MARGIN_FRACTION) * scale) - MARGIN_BYTES - fixed
+    choices = known.choices(device)
+    fitting = [c for c in choices if longest <= 0 or _holds(known, c, usable) >= longest]
+    checkpointing = fitting[0] if fitting else max(choices, key=lambda c: _holds(known, c, usable))
+    per_token = known.per_token_with(checkpointing)
     tokens = max(MIN_TOKENS, usable // per_token)
     note = " (the minimum)" if tokens == MIN_TOKENS else ""
     if device.type != "cuda" and tokens > CPU_MAX_TOKENS:
@@ -226,8 +345,40 @@ def budget_of(known: Estimate, placement: Placement, *, free_bytes: int | None =
     explanation = (
         f"{'free' if device.type == 'cuda' else 'available'} memory {free / GiB:.1f} GiB on "
         f"{device}, {max(usable, 0) / GiB:.1f} GiB usable "
-        f"after a margin (10% + 1 GiB) and {fixed / GiB:.1f} GiB for logit chunks and optimizer "
-        f"state; ~{per_token / MiB:.2f} MiB per token (estimated for {shape.layers} layers, "
-        f"hidden {shape.hidden}, {dtype}) -> one pass holds {tokens:,} tokens{note}"
+        f"after a margin ({_margin(scale)} + 1 GiB) and {fixed / GiB:.1f} GiB for logit chunks "
+        f"and optimizer state; ~{per_token / MiB:.2f} MiB per token (estimated for "
+        f"{shape.layers} layers, hidden {shape.hidden}, {dtype}, "
+        f"{checkpointing.describe(shape.layers)}) -> one pass holds {tokens:,} tokens{note}"
     )
-    return Budget(tokens, free, per_token, explanation)
+    plain = choices[0]
+    if checkpointing != plain:
+        explanation += (
+            f"; {checkpointing.describe(shape.layers)} because the longest sequence "
+            f"({longest:,} tokens) does not fit a pass with {plain.describe(shape.layers)} "
+            f"({max(0, _holds(known, plain, usable)):,} tokens): a checkpointed layer keeps only "
+            "its input and runs its forward pass again in the backward pass"
+        )
+    longest_fits = max(0, *(_holds(known, c, usable) for c in choices))
+    if longest > longest_fits:
+        explanation += (
+            f"; the longest sequence ({longest:,} tokens) does not fit even so: lower "
+            f"max_length to {longest_fits:,} or less, or train with quantization 4bit"
+        )
+    return Budget(tokens, free, per_token, explanation, checkpointing, longest_fits)
+
+
+def _holds(known: Estimate, checkpointing: Checkpointing, usable: int) -> int:
+    """The tokens one pass may hold with `checkpointing` in `usable` bytes of device memory
+    (offloaded inputs also need room in host memory)."""
+    tokens = usable // known.per_token_with(checkpointing)
+    if checkpointing.offload:
+        s, h = known.dtype_bytes, known.shape.hidden
+        host = int(available_ram() * (1 - MARGIN_FRACTION))
+        tokens = min(tokens, host // (checkpointing.layers(known.shape.layers) * s * h))
+    return tokens
+
+
+def _margin(scale: float) -> str:
+    if scale >= 1:
+        return "10%"
+    return f"10%, then {1 - scale:.0%} of the rest after running out of memory"

@@ -187,6 +187,7 @@ def load_base_model(base_model: str, placement: Placement) -> PreTrainedModel:
 # neither, adapter on/off, batch of one (specialised) or more. Beyond the limit dynamo would
 # quietly run the layer eagerly.
 RECOMPILE_LIMIT = 64
+COMPILED_ATTR = "thinker_compiled_layers"  # set on a model whose decoder layers are compiled
 
 
 def compile_layers(model: PreTrainedModel) -> None:
@@ -201,7 +202,8 @@ def compile_layers(model: PreTrainedModel) -> None:
     matmuls, and from Python's wrapper its backward spent ~3 ms of host time per layer for
     ~2 ms of GPU work (H100 profile), so the GPU waited; the C++ wrapper costs ~15 s more
     compile time in the first step. Flat packed rows keep the Python wrapper: the C++ one
-    cannot call the varlen attention op (an `int[]` argument, torch 2.11)."""
+    cannot call the varlen attention op (an `int[]` argument, torch 2.11); so do passes that
+    could run out of memory (see CPP_WRAPPER_MAX_TOKENS)."""
     layers = getattr(model.get_decoder(), "layers", None)
     if not isinstance(layers, torch.nn.ModuleList):
         return
@@ -220,20 +222,46 @@ def compile_layers(model: PreTrainedModel) -> None:
             if on_cuda
             else compiled
         )
-        layer.forward = _compiled_unless_eager(compiled, launched_from_cpp, eager_forward)
+        layer.forward = _compiled_unless_eager(
+            compiled, launched_from_cpp, eager_forward, lambda: getattr(model, ROOMY_ATTR, False)
+        )
+    setattr(model, COMPILED_ATTR, True)
+
+
+# An out-of-memory error inside the C++ wrapper kills the process (a segmentation fault, torch
+# 2.11) where the Python wrapper raises torch.OutOfMemoryError, which the engine recovers from.
+# So the C++ wrapper runs only passes that cannot run out of memory: the training client marks
+# a pass roomy (ROOMY_ATTR on the model) when it holds at most half the tokens its memory
+# budget allows and the device never ran out; and no pass of more than this many tokens, which
+# keeps the GPU busy from Python as well.
+CPP_WRAPPER_MAX_TOKENS = 8192
+ROOMY_ATTR = "thinker_roomy_pass"
 
 
 def _compiled_unless_eager(
-    compiled: Callable[..., Any], launched_from_cpp: Callable[..., Any], eager: Callable[..., Any]
+    compiled: Callable[..., Any],
+    launched_from_cpp: Callable[..., Any],
+    eager: Callable[..., Any],
+    roomy: Callable[[], bool] = lambda: True,
 ) -> Callable[..., Any]:
     def forward(*args: Any, **kwargs: Any) -> Any:
         if fast.running_eager():
             return eager(*args, **kwargs)
-        if attention.FLAT_ROW_KWARG in kwargs:
+        if (
+            attention.FLAT_ROW_KWARG in kwargs
+            or _tokens(args, kwargs) > CPP_WRAPPER_MAX_TOKENS
+            or not roomy()
+        ):
             return compiled(*args, **kwargs)
         return launched_from_cpp(*args, **kwargs)
 
     return forward
+
+
+def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """Tokens in a decoder layer's call: its hidden states are (batch, tokens, hidden)."""
+    hidden = args[0] if args else kwargs.get("hidden_states")
+    return hidden.shape[0] * hidden.shape[1] if isinstance(hidden, torch.Tensor) else 0
 
 
 def _apply_fused_kernels(model: PreTrainedModel) -> bool:

@@ -7,6 +7,7 @@ thread in submission order. Gradients accumulate across `forward_backward` calls
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -23,13 +24,14 @@ from thinker.engine.futures import EngineFuture, OrderedExecutor
 from thinker.engine.local import checkpoints, fast, memory
 from thinker.engine.local.checkpoints import CheckpointPath
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
-from thinker.engine.local.models import Placement
+from thinker.engine.local.models import COMPILED_ATTR, ROOMY_ATTR, Placement
 from thinker.engine.local.sampling import LocalSamplingClient, SharedWeights
 from thinker.engine.losses import REQUIRED_INPUTS, get_loss_fn
 from thinker.engine.protocols import CustomLossFn
-from thinker.errors import ConfigError
+from thinker.errors import BackendError, ConfigError
 
 ADAPTER_FILE = "adapter_model.safetensors"
+OOM_RETRIES = 4  # halvings of the memory budget after the device ran out of memory
 OPTIMIZER_FILE = "optimizer.pt"
 
 
@@ -69,6 +71,12 @@ class LocalTrainingClient:
         self._version = 0  # bumped whenever the adapter weights change
         self._executor = OrderedExecutor(f"train-{run_id}")
         self._memory_estimate: memory.Estimate | None = None
+        self._memory_scale = 1.0  # of the usable memory: halved each time the device ran out
+        self._budget_tokens = 0  # what the last call's passes were cut to (0: not measured)
+        always = memory.is_checkpointed(model)  # the QLoRA path checkpoints every layer
+        self._checkpointing = memory.Checkpointing(every=1 if always else 0)
+        self._explained = {self._checkpointing}
+        self._forward_in_training_graph = compiled_without_dropout(model)
 
     # ---- the Tinker TrainingClient interface -------------------------------------------
     def forward(
@@ -188,11 +196,14 @@ class LocalTrainingClient:
             model_name=self.spec.base_model,
         )
 
-    def memory_budget(self) -> memory.Budget:
-        """How many tokens one forward/backward pass can hold in the memory free now."""
+    def memory_budget(self, longest: int = 0) -> memory.Budget:
+        """How many tokens one forward/backward pass can hold in the memory free now, with
+        the gradient checkpointing a sequence of `longest` tokens needs."""
         if self._memory_estimate is None:  # the model's walk, once; free memory each call
             self._memory_estimate = memory.estimate(self._model, self._placement)
-        return memory.budget_of(self._memory_estimate, self._placement)
+        return memory.budget_of(
+            self._memory_estimate, self._placement, longest=longest, scale=self._memory_scale
+        )
 
     @property
     def step(self) -> int:
@@ -222,6 +233,46 @@ class LocalTrainingClient:
         config: Mapping[str, float] | None,
         backward: bool,
     ) -> types.ForwardBackwardOutput:
+        """The call in passes that fit memory. When the device runs out of memory anyway (an
+        estimate off, another process), the gradients go back to what they were before the
+        call, the budget halves (more passes, more layers checkpointed) and the call runs
+        again; at most OOM_RETRIES times, then an error that says what to change."""
+        # The gradients of earlier calls (accumulating to one step), to go back to; a
+        # forward-only call leaves them alone.
+        before = [g.clone() if g is not None and backward else g for g in self._grads()]
+        for attempt in range(OOM_RETRIES + 1):
+            try:
+                return self._loss_in_passes(data, loss_fn, config, backward)
+            except torch.OutOfMemoryError as e:
+                failed = str(e).splitlines()[0]
+            # Outside the except block: its traceback no longer holds the pass's tensors.
+            for p, grad in zip(self._params, before, strict=True):
+                p.grad = grad
+            self._release_memory()
+            if attempt == OOM_RETRIES:
+                break
+            self._memory_scale /= 2
+            print(
+                f"[thinker] out of memory ({failed}); running the call again in smaller passes: "
+                f"{self.memory_budget(self._longest(data)).explanation}",
+                flush=True,
+            )
+        raise BackendError(
+            f"out of memory on {self._placement.device} even with passes of "
+            f"{self.memory_budget(self._longest(data)).tokens:,} tokens and "
+            f"{self._checkpointing.describe(self._layers())} ({OOM_RETRIES} retries): lower "
+            "max_length (the longest sequence is "
+            f"{self._longest(data):,} tokens) or micro_batch_size, or train with quantization "
+            "4bit, or free the device's memory (another process may hold it)"
+        )
+
+    def _loss_in_passes(
+        self,
+        data: list[types.Datum],
+        loss_fn: str,
+        config: Mapping[str, float] | None,
+        backward: bool,
+    ) -> types.ForwardBackwardOutput:
         fn = get_loss_fn(loss_fn, config)
         config = dict(config or {})
         device = self._placement.device
@@ -234,9 +285,15 @@ class LocalTrainingClient:
         ]
         logprobs: list[Tensor] = []
         total = torch.zeros((), device=device)
-        with torch.set_grad_enabled(backward):
-            self._model.train(backward)
-            for start, end in self._passes(data, backward):
+        # A forward-only call on compiled layers runs the training graph, gradients on and
+        # no backward: without gradients dynamo would compile an inference variant of the
+        # layers, tens of seconds once per job for a held-out evaluation that takes a few.
+        graph = backward or self._forward_in_training_graph
+        with torch.set_grad_enabled(graph):
+            self._model.train(graph)
+            passes = self._passes(data, graph)
+            for start, end in passes:
+                self._mark_roomy(data[start:end])
                 part = self._logprobs(data[start:end])
                 loss = torch.stack(
                     [fn(lp, inputs[start + j], config) for j, lp in enumerate(part)]
@@ -247,13 +304,53 @@ class LocalTrainingClient:
                 total += loss.detach()
         return _output(logprobs, {"loss:sum": float(total)})
 
-    def _passes(self, data: list[types.Datum], backward: bool) -> list[tuple[int, int]]:
-        """Consecutive ranges of `data`, each within the tokens one backward pass can hold
-        (the losses are sums over datums, so the accumulated gradient is the same)."""
-        if not backward:
+    def _passes(self, data: list[types.Datum], with_graph: bool) -> list[tuple[int, int]]:
+        """Consecutive ranges of `data`, each within the tokens one pass that keeps its
+        autograd graph can hold (the losses are sums over datums, so the accumulated gradient
+        is the same); one range when no graph is kept. Turns on the gradient checkpointing
+        the longest sequence needs (off again when none does), and refuses a sequence that
+        cannot fit at all before it runs the device out of memory."""
+        if not with_graph:
             return [(0, len(data))]
         lengths = [d.model_input.length for d in data]
-        return token_ranges(lengths, self.memory_budget().tokens)
+        budget = self.memory_budget(max(lengths))
+        if budget.longest_fits is not None and max(lengths) > budget.longest_fits:
+            raise BackendError(f"a sequence does not fit in memory: {budget.explanation}")
+        self._use_checkpointing(budget.checkpointing, budget.explanation)
+        self._budget_tokens = budget.tokens
+        return token_ranges(lengths, budget.tokens)
+
+    def _mark_roomy(self, data: Sequence[types.Datum]) -> None:
+        """Tell the compiled layers whether this pass may use the C++ wrapper (models.py's
+        CPP_WRAPPER_MAX_TOKENS): only at half its memory budget or less, and never after the
+        device ran out of memory."""
+        tokens = sum(d.model_input.length for d in data)
+        roomy = self._memory_scale == 1.0 and 2 * tokens <= self._budget_tokens
+        setattr(self._model.get_base_model(), ROOMY_ATTR, roomy)
+
+    def _use_checkpointing(self, checkpointing: memory.Checkpointing, why: str) -> None:
+        if checkpointing == self._checkpointing:
+            return
+        memory.use_checkpointing(self._model.get_base_model(), checkpointing)
+        self._checkpointing = checkpointing
+        if checkpointing not in self._explained:  # said once per choice, not at every switch
+            self._explained.add(checkpointing)
+            print(f"[thinker] {checkpointing.describe(self._layers())}: {why}", flush=True)
+
+    def _grads(self) -> list[Tensor | None]:
+        return [p.grad for p in self._params]
+
+    def _layers(self) -> int:
+        return memory.ModelShape.of(self._model).layers
+
+    @staticmethod
+    def _longest(data: Sequence[types.Datum]) -> int:
+        return max((d.model_input.length for d in data), default=0)
+
+    def _release_memory(self) -> None:
+        gc.collect()
+        if self._placement.device.type == "cuda":
+            torch.cuda.empty_cache()
 
     def _run_custom(
         self, data: list[types.Datum], loss_fn: CustomLossFn
@@ -336,6 +433,20 @@ class LocalTrainingClient:
             )
             self._optimizer.load_state_dict(optim_state)
             self._step = int(meta["step"])
+
+
+def compiled_without_dropout(model: torch.nn.Module) -> bool:
+    """Whether the model's layers are compiled and train mode changes nothing in them (no
+    dropout), so a forward-only pass can run in train mode through the training graph."""
+    if not getattr(model, COMPILED_ATTR, False):
+        return False
+    config = getattr(model, "config", None)
+    if any(
+        (getattr(config, name, 0.0) or 0.0) > 0
+        for name in ("attention_dropout", "hidden_dropout", "dropout", "resid_pdrop")
+    ):
+        return False
+    return not any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
 
 
 def _input(datum: types.Datum, key: str, index: int) -> Tensor:
