@@ -746,11 +746,30 @@ def run_longest(model: str, lengths: list[int]) -> list[dict]:
 
 
 def run_long_vs_peer(model: str, n: int = 32_768) -> list[dict]:
-    """One sequence of `n` tokens: transformers + PEFT with Liger's kernels (its fused linear
-    cross-entropy included) and gradient checkpointing, then Thinker (its plan decides)."""
+    """One sequence of `n` tokens: Thinker (its plan decides), then transformers + PEFT with
+    Liger's kernels (its fused linear cross-entropy included) and gradient checkpointing.
+    Thinker first: Liger patches transformers' modules for the whole process."""
     from liger_kernel.transformers import _apply_liger_kernel_to_instance
 
     rows = random_rows(model, [n])
+    started = time.perf_counter()
+    _, client = engine_client(model)
+    step = engine_sl_step(client, datums(rows))
+    ttfs = first_step_seconds(started, step)
+    seconds, peak = time_steps(step, 1, 2)
+    ours = side(
+        "thinker",
+        seconds,
+        peak,
+        ttfs,
+        n,
+        n,
+        model,
+        (n + 1) / 2,
+        checkpointing=client._checkpointing.describe(32),
+    )
+    client = step = None
+    free_memory()
     ids = torch.tensor(rows, device="cuda")[:, :-1]
     started = time.perf_counter()
     plain = plain_model(model)
@@ -763,30 +782,10 @@ def run_long_vs_peer(model: str, n: int = 32_768) -> list[dict]:
     step = plain_sl_step(plain, ids)
     ttfs = first_step_seconds(started, step)
     seconds, peak = time_steps(step, 1, 2)
-    results = [
-        side("transformers+peft+liger+checkpointing", seconds, peak, ttfs, n, n, model, (n + 1) / 2)
-    ]
-    plain = step = None
-    free_memory()
-    started = time.perf_counter()
-    _, client = engine_client(model)
-    step = engine_sl_step(client, datums(rows))
-    ttfs = first_step_seconds(started, step)
-    seconds, peak = time_steps(step, 1, 2)
-    results.append(
-        side(
-            "thinker",
-            seconds,
-            peak,
-            ttfs,
-            n,
-            n,
-            model,
-            (n + 1) / 2,
-            checkpointing=client._checkpointing.describe(32),
-        )
+    peer = side(
+        "transformers+peft+liger+checkpointing", seconds, peak, ttfs, n, n, model, (n + 1) / 2
     )
-    return results
+    return [peer, ours]
 
 
 RUNNERS: dict[str, Callable[[], list[dict]]] = {
