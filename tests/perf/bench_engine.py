@@ -619,10 +619,14 @@ def run_job(model: str, max_steps: int | None = None, cold: bool = True) -> list
     evaluating = [0.0]
     eval_nll = sl._eval_nll
 
-    async def timed_eval(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    async def timed_eval(client, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        # The loop evaluates with a training step in flight, and the evaluation's passes queue
+        # behind it: wait for that step first, so the clock counts the evaluation alone (in
+        # runs I-K it also counted the rest of the step, an upper bound on the share).
+        await asyncio.to_thread(client._executor.submit(lambda: None).result)
         began = time.perf_counter()
         try:
-            return await eval_nll(*args, **kwargs)
+            return await eval_nll(client, *args, **kwargs)
         finally:
             evaluating[0] += time.perf_counter() - began
 
