@@ -52,6 +52,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -281,18 +282,27 @@ def estimate(model: PreTrainedModel | PeftModel, placement: Placement) -> Estima
     )
 
 
-def use_checkpointing(model: PreTrainedModel, checkpointing: Checkpointing) -> None:
-    """Turn transformers' gradient checkpointing on `model`'s layers on or off, as chosen."""
+def use_checkpointing(model: torch.nn.Module, checkpointing: Checkpointing) -> None:
+    """Turn transformers' gradient checkpointing on `model`'s layers on or off, as chosen
+    (`model` a transformers model; the newer names first, the older where they are missing)."""
     if checkpointing.every == 0:
-        disable = getattr(model, "activation_checkpointing_disable", None)
-        (disable or model.gradient_checkpointing_disable)()
+        _method(model, "activation_checkpointing_disable", "gradient_checkpointing_disable")()
         return
     kwargs = {"use_reentrant": False}
-    enable = getattr(model, "activation_checkpointing_enable", None)
-    if enable is None:  # transformers 4.x: every layer, nothing offloaded
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if getattr(model, "activation_checkpointing_enable", None) is None:  # transformers 4.x
+        _method(model, "gradient_checkpointing_enable")(gradient_checkpointing_kwargs=kwargs)
         return
+    enable = _method(model, "activation_checkpointing_enable")
     enable(kwargs, every_n_layers=checkpointing.every, offload=checkpointing.offload)
+
+
+def _method(model: torch.nn.Module, *names: str) -> Callable[..., None]:
+    """The first of `names` that `model` has as a method."""
+    for name in names:
+        found = getattr(model, name, None)
+        if callable(found):
+            return found  # type: ignore[no-any-return]
+    raise AttributeError(f"{type(model).__name__} has none of {names}")
 
 
 def pass_token_budget(
