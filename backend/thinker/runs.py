@@ -67,6 +67,12 @@ class RunDir:
         return self.path / "metadata.json"
 
     @property
+    def reference_logprobs(self) -> Path:
+        """reference_logprobs.json: DPO's reference logprob sums per pair, with the key of
+        what they were computed from (reused by a resumed run)."""
+        return self.path / "reference_logprobs.json"
+
+    @property
     def report(self) -> Path:
         """report.json: a job's verdict: did it learn."""
         return self.path / "report.json"

@@ -103,7 +103,7 @@ def _subset(source: Path, target: Path, n: int) -> Path:
 
 
 def test_resume_matches_an_uninterrupted_run_bitwise_and_keeps_the_reference(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # One storage directory for every run, so DPO can start from the SL run's checkpoint;
     # each run gets a fresh ServiceClient, as a new process would.
@@ -145,7 +145,12 @@ def test_resume_matches_an_uninterrupted_run_bitwise_and_keeps_the_reference(
             )
         )
     assert [c["step"] for c in read_jsonl(RunDir(interrupted.log_path).checkpoints)] == [4]
+    capsys.readouterr()
     resumed = _train(interrupted, storage)
+    # The resumed run reads its reference logprobs from the run directory, not the reference.
+    assert "reference logprobs of 80 pairs read from reference_logprobs.json" in (
+        capsys.readouterr().out
+    )
     lines = read_jsonl(RunDir(interrupted.log_path).checkpoints)
     assert [c["step"] for c in lines] == [4, 8, 12]
 

@@ -27,7 +27,7 @@ from tinker import types
 from torch import Tensor
 
 import thinker
-from thinker.algorithms.dpo import dpo_custom_loss, dpo_loss
+from thinker.algorithms.dpo import _reference_key, dpo_custom_loss, dpo_loss
 from thinker.data.preferences import PreferencePair, load_preference_pairs
 from thinker.errors import DatasetError
 
@@ -241,3 +241,23 @@ def test_generator_reproduces_the_shipped_preference_files(tmp_path: Path) -> No
     module.write_preferences(tmp_path / "out")
     for name in ("train.jsonl", "test.jsonl"):
         assert (tmp_path / "out" / name).read_bytes() == (EXAMPLES / name).read_bytes()
+
+
+def test_the_reference_cache_key_covers_the_reference_the_tokens_and_the_weights() -> None:
+    """A resumed DPO run reads its reference logprobs back only when they were computed from
+    the same reference and the same rendered pairs (tokens and weights)."""
+
+    def datum(tokens: list[int], weights: list[float]) -> types.Datum:
+        return types.Datum(
+            model_input=types.ModelInput.from_ints(tokens[:-1]),
+            loss_fn_inputs={"target_tokens": tokens[1:], "weights": weights},
+        )
+
+    pairs = [(datum([5, 6, 7, 8], [0.0, 1.0, 1.0]), datum([5, 6, 9, 9], [0.0, 1.0, 1.0]))]
+    key = _reference_key("thinker/tiny", pairs)
+    assert key == _reference_key("thinker/tiny", pairs)
+    assert key != _reference_key("thinker://run/sampler_weights/reference", pairs)
+    cut = [(datum([5, 6, 7], [0.0, 1.0]), pairs[0][1])]  # another max_length
+    assert key != _reference_key("thinker/tiny", cut)
+    reweighted = [(datum([5, 6, 7, 8], [1.0, 1.0, 1.0]), pairs[0][1])]  # another renderer
+    assert key != _reference_key("thinker/tiny", reweighted)

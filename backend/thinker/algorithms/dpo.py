@@ -26,6 +26,8 @@ CPU it ends with the same weights bit for bit as a run that was never interrupte
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -59,6 +61,7 @@ from thinker.data import split_train_eval
 from thinker.data.preferences import PreferencePair, load_preference_pairs
 from thinker.engine import ServiceClient
 from thinker.engine.protocols import APIFuture, CustomLossFn, SamplingClient, TrainingClient
+from thinker.files import storage_guard, write_json_atomically
 from thinker.renderers import (
     Message,
     Renderer,
@@ -155,7 +158,9 @@ async def main(
     else:
         reference = await service.create_sampling_client(model_path=reference_path)
     logger.log_event("reference", {"reference_path": reference_path or config.base_model})
-    train_pairs, eval_pairs = await _datasets(config, client.get_tokenizer(), reference)
+    train_pairs, eval_pairs = await _datasets(
+        config, client.get_tokenizer(), reference, reference_path or config.base_model, run
+    )
     lengths = [pair_tokens(pair.chosen, pair.rejected) for pair in train_pairs]
     plan = plan_batch(
         client,
@@ -210,7 +215,11 @@ async def _reference_path(config: DPOConfig, client: TrainingClient, resumed: bo
 
 
 async def _datasets(
-    config: DPOConfig, tokenizer: PreTrainedTokenizerBase, reference: SamplingClient
+    config: DPOConfig,
+    tokenizer: PreTrainedTokenizerBase,
+    reference: SamplingClient,
+    reference_name: str,
+    run: RunDir,
 ) -> tuple[list[ScoredPair], list[ScoredPair]]:
     renderer = renderer_for(config.renderer, config.base_model, tokenizer)
     pairs = load_preference_pairs(config.dataset)
@@ -219,8 +228,50 @@ async def _datasets(
     else:
         train, held_out = split_train_eval(pairs, config.eval_fraction, config.seed)
     rendered = [_render(renderer, pair, config.max_length) for pair in train + held_out]
-    scored = await _score_with_reference(reference, rendered)
+    scored = await _scored(reference, reference_name, rendered, run)
     return scored[: len(train)], scored[len(train) :]
+
+
+async def _scored(
+    reference: SamplingClient,
+    reference_name: str,
+    rendered: list[tuple[types.Datum, types.Datum]],
+    run: RunDir,
+) -> list[ScoredPair]:
+    """The pairs with their reference logprob sums: read from the run directory when they were
+    computed there for the same reference and the same rendered pairs (a resumed run, or the
+    same run started again), else computed and written there. The key covers every token and
+    weight, so another dataset, renderer or max_length never reads stale sums."""
+    key = _reference_key(reference_name, rendered)
+    path = run.reference_logprobs
+    if path.is_file():
+        cached = json.loads(path.read_text())
+        if cached.get("key") == key:
+            print(f"[thinker] reference logprobs of {len(rendered)} pairs read from {path.name}")
+            return [
+                ScoredPair(c, r, chosen, rejected)
+                for (c, r), chosen, rejected in zip(
+                    rendered, cached["chosen"], cached["rejected"], strict=True
+                )
+            ]
+    scored = await _score_with_reference(reference, rendered)
+    chosen = [p.reference_chosen for p in scored]
+    rejected = [p.reference_rejected for p in scored]
+    with storage_guard("the reference logprobs"):
+        write_json_atomically(
+            path, {"key": key, "reference": reference_name, "chosen": chosen, "rejected": rejected}
+        )
+    return scored
+
+
+def _reference_key(reference_name: str, rendered: list[tuple[types.Datum, types.Datum]]) -> str:
+    digest = hashlib.sha256(reference_name.encode())
+    for pair in rendered:
+        for datum in pair:
+            tokens = torch.tensor(_sequence(datum).to_ints(), dtype=torch.int64)
+            digest.update(tokens.numpy().tobytes())
+            digest.update(datum.loss_fn_inputs["weights"].to_torch().float().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _render(
