@@ -344,7 +344,9 @@ def budget_of(
     fixed, shape = known.fixed, known.shape
     usable = int(free * (1 - MARGIN_FRACTION) * scale) - MARGIN_BYTES - fixed
     choices = known.choices(device)
-    fitting = [c for c in choices if longest <= 0 or _holds(known, c, usable) >= longest]
+    # A pass holds at least MIN_TOKENS whatever the estimate says (the floor below), so a
+    # sequence that short always counts as fitting.
+    fitting = [c for c in choices if max(MIN_TOKENS, _holds(known, c, usable)) >= longest]
     checkpointing = fitting[0] if fitting else max(choices, key=lambda c: _holds(known, c, usable))
     per_token = known.per_token_with(checkpointing)
     tokens = max(MIN_TOKENS, usable // per_token)
@@ -368,7 +370,7 @@ def budget_of(
             f"({max(0, _holds(known, plain, usable)):,} tokens): a checkpointed layer keeps only "
             "its input and runs its forward pass again in the backward pass"
         )
-    longest_fits = max(0, *(_holds(known, c, usable) for c in choices))
+    longest_fits = max(MIN_TOKENS, *(_holds(known, c, usable) for c in choices))
     if longest > longest_fits:
         explanation += (
             f"; the longest sequence ({longest:,} tokens) does not fit even so: lower "
