@@ -1,9 +1,10 @@
 """Compiled decoder layers (engine/local/models.py `compile_layers`, the CUDA fast path's
 COMPILE part) compute what the eager layers compute: logprobs and LoRA gradients for packed
 rows, a padded batch without gradients, and with the adapter off; dynamo traces each layer
-whole (no graph breaks) and the layers share their compiled graphs; `fast.eager()` (the
-sampling path) runs them eagerly on its own thread only; flat packed rows take the form
-launched from Python. On the CPU Inductor compiles to C++, so this runs in CI (marked slow)."""
+whole (no graph breaks) and the layers share their compiled graphs; a training client's
+forward-only call reuses the training graph; `fast.eager()` (the sampling path) runs them
+eagerly on its own thread only; flat packed rows take the form launched from Python. On the
+CPU Inductor compiles to C++, so this runs in CI (marked slow)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from thinker.engine.local.training import LocalTrainingClient, LoraSpec
 
 
 @pytest.mark.slow  # Inductor compiles each layer to C++: tens of seconds on a cold cache
-def test_compiled_layers_match_eager_layers() -> None:
+def test_compiled_layers_match_eager_layers(tmp_path: Path) -> None:
     torch._dynamo.reset()
     counters.clear()
     model = tiny_lora_model()
@@ -60,6 +61,29 @@ def test_compiled_layers_match_eager_layers() -> None:
         for name, g in grads.items():
             torch.testing.assert_close(compiled[case][1][name], g, rtol=1e-4, atol=1e-5)
     assert eager["packed"][1]  # the packed case did compare gradients
+
+    # Held-out evaluation (`forward`) on compiled layers reuses what training compiled: a
+    # forward without gradients makes dynamo compile the layers again (as the last call here
+    # shows), tens of seconds on a GPU model. The loss is the same either way.
+    cpu = Placement(torch.device("cpu"), torch.float32, None)
+    spec = LoraSpec("thinker/tiny", 4, 0, True, True, False)
+    client = LocalTrainingClient("run", spec, model, load_tokenizer("thinker/tiny"), cpu, tmp_path)
+    inputs, targets = random_batch([40, 40, 40], seed=2)
+    batch = [
+        types.Datum(
+            model_input=types.ModelInput.from_ints(x),
+            loss_fn_inputs={"target_tokens": t.tolist(), "weights": [1.0] * len(x)},
+        )
+        for x, t in zip(inputs, targets, strict=True)
+    ]
+    trained = client.forward_backward(batch, "cross_entropy").result().metrics["loss:sum"]
+    graphs = counters["stats"]["unique_graphs"]
+    evaluated = client.forward(batch, "cross_entropy").result().metrics["loss:sum"]
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert evaluated == pytest.approx(trained, rel=1e-6)
+    with torch.no_grad():  # what `forward` did before: a variant of its own
+        logprobs_and_grads(model, inputs, targets, pack=False)
+    assert counters["stats"]["unique_graphs"] > graphs
 
     # Sampling's eager block runs the same layers without dynamo, on its own thread only
     # (after a reset, a compiled call traces again, which the counters show).
@@ -103,34 +127,3 @@ def test_layer_calls_route_flat_rows_to_the_python_wrapper() -> None:
     with fast.eager():
         assert forward(torch.zeros(1, 8, 4), **flat) == "eager"
     assert calls == ["cpp", "python", "python", "python", "eager"]
-
-
-@pytest.mark.slow  # compiles the tiny model's layers (see above)
-def test_a_forward_only_call_runs_the_training_graph(tmp_path: Path) -> None:
-    """Held-out evaluation (`forward`) on compiled layers reuses what training compiled: a
-    forward without gradients would make dynamo compile every layer again (as the last
-    call here shows), tens of seconds on a GPU model. The loss is the same either way."""
-    torch._dynamo.reset()
-    counters.clear()
-    model = tiny_lora_model()
-    compile_layers(model.get_base_model())
-    cpu = Placement(torch.device("cpu"), torch.float32, None)
-    spec = LoraSpec("thinker/tiny", 4, 0, True, True, False)
-    client = LocalTrainingClient("run", spec, model, load_tokenizer("thinker/tiny"), cpu, tmp_path)
-    inputs, targets = random_batch([40, 40, 40], seed=2)
-    batch = [
-        types.Datum(
-            model_input=types.ModelInput.from_ints(x),
-            loss_fn_inputs={"target_tokens": t.tolist(), "weights": [1.0] * len(x)},
-        )
-        for x, t in zip(inputs, targets, strict=True)
-    ]
-    trained = client.forward_backward(batch, "cross_entropy").result().metrics["loss:sum"]
-    graphs = counters["stats"]["unique_graphs"]
-    assert graphs > 0
-    evaluated = client.forward(batch, "cross_entropy").result().metrics["loss:sum"]
-    assert counters["stats"]["unique_graphs"] == graphs
-    assert evaluated == pytest.approx(trained, rel=1e-6)
-    with torch.no_grad():  # what `forward` did before: a variant of its own
-        logprobs_and_grads(model, inputs, targets, pack=False)
-    assert counters["stats"]["unique_graphs"] > graphs
