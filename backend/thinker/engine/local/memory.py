@@ -240,12 +240,16 @@ class Estimate:
     """What a model's passes cost apart from their tokens' count: fixed for a loaded model."""
 
     shape: ModelShape
-    per_token: int  # bytes_per_token for this model as loaded
     fixed: int  # fixed_bytes
-    dtype_bytes: int = 2
-    fp32_adapter_inputs: bool = False
-    always_checkpointed: bool = False  # every layer, whatever the pass (the QLoRA path)
-    selective: bool = True  # transformers can checkpoint some layers and offload (>= 5.x)
+    dtype_bytes: int
+    fp32_adapter_inputs: bool
+    always_checkpointed: bool  # every layer, whatever the pass (the QLoRA path)
+    selective: bool  # transformers can checkpoint some layers and offload (>= 5.x)
+
+    @property
+    def per_token(self) -> int:
+        """bytes_per_token for this model as loaded (no checkpointing unless always)."""
+        return self.per_token_with(Checkpointing(every=1 if self.always_checkpointed else 0))
 
     def per_token_with(self, checkpointing: Checkpointing) -> int:
         return bytes_per_token(
@@ -274,12 +278,9 @@ def estimate(model: PreTrainedModel | PeftModel, placement: Placement) -> Estima
     dtype_bytes = torch.finfo(placement.dtype).bits // 8
     fp32_inputs = casts_adapter_inputs(model, placement.dtype)
     always = is_checkpointed(model)
-    per_token = bytes_per_token(shape, dtype_bytes, fp32_inputs, always)
     enable = getattr(model, "activation_checkpointing_enable", None)
     selective = enable is not None and "every_n_layers" in inspect.signature(enable).parameters
-    return Estimate(
-        shape, per_token, fixed_bytes(model, shape), dtype_bytes, fp32_inputs, always, selective
-    )
+    return Estimate(shape, fixed_bytes(model, shape), dtype_bytes, fp32_inputs, always, selective)
 
 
 def use_checkpointing(model: torch.nn.Module, checkpointing: Checkpointing) -> None:

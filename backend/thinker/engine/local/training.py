@@ -199,11 +199,14 @@ class LocalTrainingClient:
     def memory_budget(self, longest: int = 0) -> memory.Budget:
         """How many tokens one forward/backward pass can hold in the memory free now, with
         the gradient checkpointing a sequence of `longest` tokens needs."""
+        return memory.budget_of(
+            self._estimate(), self._placement, longest=longest, scale=self._memory_scale
+        )
+
+    def _estimate(self) -> memory.Estimate:
         if self._memory_estimate is None:  # the model's walk, once; free memory each call
             self._memory_estimate = memory.estimate(self._model, self._placement)
-        return memory.budget_of(
-            self._memory_estimate, self._placement, longest=longest, scale=self._memory_scale
-        )
+        return self._memory_estimate
 
     @property
     def step(self) -> int:
@@ -341,7 +344,7 @@ class LocalTrainingClient:
         return [p.grad for p in self._params]
 
     def _layers(self) -> int:
-        return memory.ModelShape.of(self._model).layers
+        return self._estimate().shape.layers
 
     @staticmethod
     def _longest(data: Sequence[types.Datum]) -> int:
