@@ -18,7 +18,9 @@ import torch
 from tinker import types
 
 import thinker
-from thinker.engine.local import decode, forward
+from thinker.engine.local import fast, forward, prefix
+from thinker.engine.local.models import Placement, attach_lora, load_base_model, load_tokenizer
+from thinker.engine.local.sampling import LocalSamplingClient
 
 pytestmark = [
     pytest.mark.gpu,
@@ -131,8 +133,8 @@ def test_graph_decode_logprobs_are_the_training_logprobs(tmp_path: Path) -> None
     prompt = _batch()[3].model_input.to_ints()
     params = types.SamplingParams(max_tokens=48, temperature=1.0, seed=3, stop=[])
     out = sampler.sample(types.ModelInput.from_ints(prompt), 4, params).result()
-    capture = decode._CAPTURES.get(client._model)
-    assert capture is not None and capture.graph is not None  # the graph path really ran
+    capture = prefix._CAPTURES.get(client._model)
+    assert capture is not None and capture.graphs  # the graph path really ran
     diffs = []
     for seq in out.sequences:
         tokens = prompt + list(seq.tokens)
@@ -149,3 +151,36 @@ def test_graph_decode_logprobs_are_the_training_logprobs(tmp_path: Path) -> None
     # The same call again replays the captured graph and, with its seed, repeats itself.
     again = sampler.sample(types.ModelInput.from_ints(prompt), 4, params).result()
     assert [s.tokens for s in again.sequences] == [s.tokens for s in out.sequences]
+
+
+def test_shared_prompt_decode_gives_what_independent_decoding_gives() -> None:
+    """4 prompts x 8 greedy samples decoded together, each prompt's cache shared by its
+    samples (CUDA graphs, 150 tokens: two token buckets), against each prompt decoded alone
+    with its cache repeated per sample (the per-call CUDA-graph decode): the same tokens and
+    logprobs. In fp32, so that no near-tie of bf16 rounding can pick another token."""
+    device = torch.device("cuda")
+    base = load_base_model(QWEN, Placement(device, torch.float32, None))
+    model = attach_lora(base, rank=16, seed=0, targets=["q_proj", "v_proj", "down_proj"])
+    for name, p in model.named_parameters():  # an adapter that changes the logits
+        if "lora_B" in name:
+            with torch.no_grad():
+                p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(2)) * 1e-2)
+    client = LocalSamplingClient(model, load_tokenizer(QWEN), QWEN, None, device)
+    gen = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(0, 151936, (n,), generator=gen).tolist() for n in (37, 100, 5, 64)]
+    params = types.SamplingParams(max_tokens=150, temperature=0.0, stop=[])
+    calls = [client.sample(types.ModelInput.from_ints(p), 8, params) for p in prompts]
+    together = [c.result() for c in calls]
+    capture = prefix._CAPTURES.get(model)
+    assert capture is not None and capture.cache.layout.counts == (8, 8, 8, 8)
+    assert len(capture.graphs) == 2  # both token buckets replayed as CUDA graphs
+    diffs = []
+    with torch.inference_mode(), fast.eager():  # as sampling runs its layers
+        for prompt, got in zip(prompts, together, strict=True):
+            alone = client._decode(prompt, 8, params, False)  # the per-call path
+            for seq, ref in zip(got.sequences, alone.sequences, strict=True):
+                assert list(seq.tokens) == list(ref.tokens)
+                diffs.append((torch.tensor(seq.logprobs) - torch.tensor(ref.logprobs)).abs())
+    diff = torch.cat(diffs)
+    print(f"shared vs independent logprobs: max difference {diff.max():.2e}")
+    assert diff.max() < 1e-3

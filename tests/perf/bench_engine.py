@@ -21,11 +21,16 @@ that with backward) with c the mean number of positions a token attends to ((T +
 a causal sequence of T). N counts the weights of the matmuls a token goes through: every
 layer's projections and the output layer, not the embedding lookup. Sampling: 2N + 4 *
 layers * heads * head_dim * c per generated token.
+
+The RL sampling rows also give the memory-bandwidth limit of a decode step: the bytes it must
+read (every weight once, and the KV cache: each prompt once, each row's own new tokens, at
+their mean length) over the bytes/s a sum over 4 GiB reads on the card, in tokens/s.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -33,7 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +64,8 @@ ROWS = [
     Row("packing", "SL, 8 chats of 64-2048 tokens", QWEN, "real tokens/s >= 1.8x, loss 1e-3"),
     Row("qlora", "QLoRA SL step, 2 x 2048", LLAMA, "memory <= 0.45x of bf16 LoRA"),
     Row("dpo", "DPO step vs SL step, 4 pairs x 2 x 1024", QWEN, "time <= 1.6x SL step"),
-    Row("rl-sampling", "64 completions x 256 tokens", QWEN, "tokens/s >= 5x generate"),
+    Row("rl-sampling", "64 completions x 256 tokens", QWEN, ">= 30,000 tokens/s"),
+    Row("rl-groups", "8 prompts x 32 samples x 512 tokens", QWEN, ">= 40,000 tokens/s"),
     Row("playground", "1 x 1,024-token prompt, 256 tokens", QWEN, "TTFT < 100 ms, >= 100 tok/s"),
     Row(
         "job-qwen3",
@@ -414,7 +420,6 @@ def run_dpo() -> list[dict]:
 
 
 def run_rl_sampling(n: int = 64, new_tokens: int = 256, prompt_len: int = 128) -> list[dict]:
-    from tinker import types
 
     prompt = random_rows(QWEN, [prompt_len - 1])[0]
     context = prompt_len + new_tokens / 2
@@ -442,21 +447,101 @@ def run_rl_sampling(n: int = 64, new_tokens: int = 256, prompt_len: int = 128) -
     results = [sampling_side("transformers generate", seconds, peak, ttfs, tokens, context)]
     plain = None  # the closures above hold it: drop it before the engine's turn
     free_memory()
+    results += engine_sampling_sides([prompt], n, new_tokens)
+    return results
+
+
+def run_rl_groups(groups: int = 8, n: int = 32, new_tokens: int = 512) -> list[dict]:
+    """An RL step's sampling: `groups` prompts of 128 tokens, `n` samples each, all at once."""
+    prompts = random_rows(QWEN, [127] * groups, seed=1)
+    return engine_sampling_sides(prompts, n, new_tokens)
+
+
+def engine_sampling_sides(prompts: list[list[int]], n: int, new_tokens: int) -> list[dict]:
+    """Thinker's sampler (a trainer's weights, as RL samples) on every prompt at once, and the
+    same calls decoded one after another, each prompt repeated per sample (the per-call path,
+    the engine's behaviour before shared-prompt decoding); each against the bandwidth limit."""
+    from tinker import types
+
+    from thinker.engine.local import prefix
+
     started = time.perf_counter()
     _, client = engine_client(QWEN)
     sampler = client.save_weights_and_get_sampling_client().result()
     params = types.SamplingParams(max_tokens=new_tokens, temperature=1.0, stop=[])
 
     def sample() -> None:
-        out = sampler.sample(types.ModelInput.from_ints(prompt), n, params).result()
-        assert all(
-            len(s.tokens) == new_tokens and len(s.logprobs) == new_tokens for s in out.sequences
-        )
+        futures = [sampler.sample(types.ModelInput.from_ints(p), n, params) for p in prompts]
+        for future in futures:
+            out = future.result()
+            assert all(
+                len(s.tokens) == new_tokens and len(s.logprobs) == new_tokens for s in out.sequences
+            )
 
-    ttfs = first_step_seconds(started, sample)
-    seconds, peak = time_steps(sample, 1, 3)
-    results.append(sampling_side("thinker sample", seconds, peak, ttfs, tokens, context))
+    bandwidth = read_bandwidth()
+    model = client._model
+    weights = sum(
+        p.numel() * p.element_size() for p in {id(p): p for p in model.parameters()}.values()
+    )
+    config = model.config
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv_token = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim * 2
+    rows, prompt_tokens = n * len(prompts), sum(len(p) for p in prompts)
+    shared_kv = kv_token * (prompt_tokens + rows * new_tokens / 2)  # mean bytes read a step
+    repeated_kv = kv_token * (n * prompt_tokens + rows * new_tokens / 2)
+    context = prompt_tokens / len(prompts) + new_tokens / 2
+    tokens = rows * new_tokens
+    results = []
+    for name, shared in (("thinker sample", True), ("thinker, call by call (before)", False)):
+        with _patched(prefix, "can_decode", None if shared else (lambda model: False)):
+            ttfs = first_step_seconds(started, sample)  # also the warm-up (graph captures)
+            seconds, peak = time_steps(sample, 0, 3)
+        kv = shared_kv if shared else repeated_kv
+        limit = rows / ((weights + kv) / bandwidth)
+        results.append(
+            sampling_side(
+                name,
+                seconds,
+                peak,
+                ttfs,
+                tokens,
+                context,
+                bandwidth_limit_tokens_per_s=limit,
+                fraction_of_bandwidth_limit=tokens / seconds / limit,
+                read_bandwidth_tb_s=bandwidth / 1e12,
+            )
+        )
+        started = time.perf_counter()
     return results
+
+
+def read_bandwidth() -> float:
+    """Bytes/s this card reads: a sum over 4 GiB, the median of five."""
+    x = torch.ones(2**31, dtype=torch.bfloat16, device="cuda")
+    x.sum()
+    times = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        x.sum()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    size = x.numel() * x.element_size()
+    del x
+    free_memory()
+    return size / statistics.median(times)
+
+
+@contextlib.contextmanager
+def _patched(module: object, name: str, value: object) -> Iterator[None]:
+    """`module.name` set to `value` in the block (left alone for None)."""
+    before = getattr(module, name)
+    if value is not None:
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, before)
 
 
 def run_playground(prompt_len: int = 1024, new_tokens: int = 256) -> list[dict]:
@@ -799,6 +884,7 @@ RUNNERS: dict[str, Callable[[], list[dict]]] = {
     "qlora": lambda: run_sl(LLAMA, 2, 2048, quantization="4bit"),
     "dpo": run_dpo,
     "rl-sampling": run_rl_sampling,
+    "rl-groups": run_rl_groups,
     "playground": run_playground,
     "job-qwen3": lambda: run_job(QWEN),
     "job-qwen3-again": lambda: run_job(QWEN, cold=False),
@@ -852,6 +938,9 @@ def table(results: list[dict]) -> str:
                 "eval_share_of_training",
                 "job_tokens_per_s",
                 "checkpointing",
+                "bandwidth_limit_tokens_per_s",
+                "fraction_of_bandwidth_limit",
+                "read_bandwidth_tb_s",
             ):
                 if key in s:
                     value = s[key]

@@ -71,7 +71,7 @@ def test_flat_rows_give_each_sequence_its_own_logprobs_and_gradients(monkeypatch
     inputs, targets = random_batch([90, 13, 57, 4, 31], seed=1)
     alone = each_alone(model, inputs, targets)
     padded, padded_grads = logprobs_and_grads(model, inputs, targets, pack=False)
-    attention.install(model.get_base_model())
+    attention.install(model.get_base_model(), flat_rows=True)
     flat_lps, flat_grads = logprobs_and_grads(model, inputs, targets, pack=True)
     n_layers = model.get_base_model().config.num_hidden_layers
     assert calls == [[0, 90, 103, 160, 164, 195]] * n_layers  # one flat row, every layer

@@ -1,10 +1,10 @@
 """Continuous batching (engine/local/scheduler.py): calls to one model decode together.
 
-A call alone must give exactly what `LocalSamplingClient.sample` gives for its seed; calls of
-different prompt lengths that join and leave a running batch must give what each gives alone
-(same tokens, logprobs equal to float rounding); a cancelled call or a failing callback ends
-that call alone, at the next step. Every "while" below is arranged through the calls' own
-step callbacks, never by waiting a while.
+A call alone, and calls of different prompt lengths that join and leave a running batch, must
+give what `LocalSamplingClient.sample` gives for the same seed (same tokens, logprobs equal to
+float rounding: `sample` shares the prompt's cache between samples, prefix.py); a cancelled
+call or a failing callback ends that call alone, at the next step. Every "while" below is
+arranged through the calls' own step callbacks, never by waiting a while.
 """
 
 from __future__ import annotations
@@ -66,14 +66,12 @@ PARAMS = [
 
 
 @pytest.mark.parametrize("params", PARAMS, ids=["no-stop", "stop-string", "greedy"])
-def test_a_call_alone_gives_exactly_what_sample_gives(
+def test_a_call_alone_gives_what_sample_gives(
     sampler: LocalSamplingClient, params: types.SamplingParams
 ) -> None:
     scheduler = DecodeScheduler(sampler, max_rows=32, queue_size=8)
     got = scheduler.submit(_ids(sampler, CHAT), 3, params).result()
-    alone = _alone(sampler, CHAT, 3, params)
-    assert _tokens(got) == _tokens(alone)
-    assert [s.logprobs for s in got.sequences] == [s.logprobs for s in alone.sequences]
+    _assert_same_samples(got, _alone(sampler, CHAT, 3, params))
     assert set(scheduler.batch_sizes) == {3}
 
 

@@ -11,6 +11,7 @@ import queue
 import threading
 import time
 
+import numpy as np
 import pytest
 import torch
 from tinker import types
@@ -163,7 +164,9 @@ def test_a_sample_cut_inside_a_stop_string_keeps_its_tokens_and_loses_the_text(
     with_stop = types.SamplingParams(max_tokens=8, temperature=1.0, seed=5, stop=prompt.stop)
     samples = asyncio.run(model.sample(prompt, 1, with_stop, False))
     (sample,) = samples.samples
-    assert (sample.tokens, sample.logprobs) == (seq.tokens, seq.logprobs)
+    assert sample.tokens == seq.tokens
+    # The pool's scheduler decodes per call; `sample` shares the prompt's cache: rounding.
+    np.testing.assert_allclose(sample.logprobs, seq.logprobs, atol=1e-5)
     assert (sample.text, sample.stop_reason) == (text[:-3], "length")
 
 

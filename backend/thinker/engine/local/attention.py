@@ -1,4 +1,4 @@
-"""Packed sequences with no padding: FlashAttention's variable-length kernel as the attention.
+"""The model's attention: SDPA, FlashAttention's varlen kernel for packed rows, or a hook.
 
 The fast path trains several sequences of unequal length as one flat row (no padding at
 all), each sequence attending only to itself. The kernel is PyTorch's own FlashAttention-2
@@ -6,10 +6,12 @@ varlen entry point (`torch.nn.attention.varlen.varlen_attn`, forward and backwar
 the positions another sequence owns instead of masking them, so a packed row costs the sum of
 its sequences' attention, not the square of the row's width.
 
-It reaches the model through transformers' attention interface: `use_varlen` registers
-`thinker_varlen` and sets it on the model. The function answers exactly as SDPA does unless
-the call carries `cu_seq_lens_q` (the sequence boundaries, which transformers passes through
-to the attention as it does for FlashAttention), so decoding and padded batches are unchanged.
+It reaches the model through transformers' attention interface: `install` registers
+`thinker` and sets it on the model. The function answers exactly as SDPA does unless the call
+carries `cu_seq_lens_q` (the sequence boundaries, which transformers passes through to the
+attention as it does for FlashAttention; only on a model installed with `flat_rows`), or a
+callable under HOOK_KWARG, which then answers instead (the shared-prompt decode of prefix.py
+keeps its own cache this way). Padded batches and plain decoding are unchanged.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-NAME = "thinker_varlen"
+NAME = "thinker"
 FLAT_ROW_KWARG = "cu_seq_lens_q"  # in a model call's (and each layer's) kwargs: a flat row
 ENABLED_ATTR = "thinker_varlen"  # set on a model whose attention takes packed flat rows
+HOOK_KWARG = "thinker_attention_hook"  # in a model call's kwargs: the attention to run instead
+HOOKS_ATTR = "thinker_attention_hooks"  # set on a model whose attention takes HOOK_KWARG
 # The masks are never read on the varlen path; a 4-D mask makes transformers skip building a
 # (row x row) mask it would otherwise make for the packed row.
 _UNUSED_MASK = torch.ones((1, 1, 1, 1), dtype=torch.bool)
@@ -48,27 +52,42 @@ _PARAMS = frozenset(inspect.signature(VARLEN_ATTN).parameters) if VARLEN_ATTN el
 def use_varlen(model: PreTrainedModel) -> bool:
     """Make `model` take flat packed rows (CUDA, full causal attention in every layer). False
     where that is not possible; the caller then packs into padded rows instead."""
-    config = model.config
-    if (
-        model.device.type != "cuda"
-        or VARLEN_ATTN is None
-        or config._attn_implementation != "sdpa"
-        or getattr(config, "sliding_window", None) is not None
-        or any(t != "full_attention" for t in getattr(config, "layer_types", None) or [])
-        or not getattr(config, "is_causal", True)
-    ):
+    if model.device.type != "cuda" or VARLEN_ATTN is None or not eligible(model):
         return False
-    install(model)
+    install(model, flat_rows=True)
     return True
 
 
-def install(model: PreTrainedModel) -> None:
-    """Register `varlen_attention` with transformers and set it as `model`'s attention (masks
-    as for SDPA, which it answers like when a call carries no sequence boundaries)."""
-    AttentionInterface.register(NAME, varlen_attention)
+def eligible(model: PreTrainedModel) -> bool:
+    """Whether `model`'s attention can be `thinker`: SDPA (or already `thinker`), full causal
+    attention in every layer (no sliding window, whose cache columns are not positions)."""
+    config = model.config
+    return (
+        config._attn_implementation in ("sdpa", NAME)
+        and getattr(config, "sliding_window", None) is None
+        and all(t == "full_attention" for t in getattr(config, "layer_types", None) or [])
+        and getattr(config, "is_causal", True)
+    )
+
+
+def takes_hooks(model: nn.Module) -> bool:
+    """Whether calls to `model` (or the transformers model under its PEFT wrapper) may carry
+    an attention hook under HOOK_KWARG."""
+    get_base_model = getattr(model, "get_base_model", None)
+    base = get_base_model() if get_base_model is not None else model
+    return bool(getattr(base, HOOKS_ATTR, False))
+
+
+def install(model: PreTrainedModel, flat_rows: bool = False) -> None:
+    """Register `thinker_attention` with transformers and set it as `model`'s attention (masks
+    as for SDPA, which it answers like when a call carries neither boundaries nor a hook).
+    `flat_rows` also marks the model as taking packed flat rows (forward.py)."""
+    AttentionInterface.register(NAME, thinker_attention)
     AttentionMaskInterface.register(NAME, sdpa_mask)
     model.set_attn_implementation(NAME)
-    setattr(model, ENABLED_ATTR, True)
+    setattr(model, HOOKS_ATTR, True)
+    if flat_rows:
+        setattr(model, ENABLED_ATTR, True)
 
 
 def flat_kwargs(lengths: list[int], device: torch.device) -> dict[str, Any]:
@@ -86,6 +105,28 @@ def flat_kwargs(lengths: list[int], device: torch.device) -> dict[str, Any]:
     }
 
 
+def thinker_attention(
+    module: nn.Module,
+    query_BHTD: Tensor,
+    key_BHTD: Tensor,
+    value_BHTD: Tensor,
+    attention_mask: Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[Tensor, None]:
+    """transformers' attention-function signature: output (batch, tokens, heads, dim)."""
+    hook = kwargs.pop(HOOK_KWARG, None)
+    if hook is not None:
+        out: tuple[Tensor, None] = hook(
+            module, query_BHTD, key_BHTD, value_BHTD, attention_mask, dropout, scaling, **kwargs
+        )
+        return out
+    return varlen_attention(
+        module, query_BHTD, key_BHTD, value_BHTD, attention_mask, dropout, scaling, **kwargs
+    )
+
+
 def varlen_attention(
     module: nn.Module,
     query_BHTD: Tensor,
@@ -98,7 +139,7 @@ def varlen_attention(
     max_length_q: int | None = None,
     **kwargs: Any,
 ) -> tuple[Tensor, None]:
-    """transformers' attention-function signature: output (batch, tokens, heads, dim)."""
+    """FlashAttention's varlen kernel over one flat row; SDPA for a call without boundaries."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(
             module, query_BHTD, key_BHTD, value_BHTD, attention_mask, dropout, scaling, **kwargs

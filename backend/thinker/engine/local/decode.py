@@ -78,7 +78,7 @@ class GraphDecoder:
 
     def prefill(self, ids_1P: Tensor, n: int, max_new_tokens: int) -> Tensor:
         length = ids_1P.shape[1]
-        key = (n, _bucket(length + max_new_tokens), _adapters_enabled(self._model))
+        key = (n, _bucket(length + max_new_tokens), adapters_enabled(self._model))
         capture = _CAPTURES.get(self._model)
         if capture is None or capture.key != key:
             _CAPTURES.pop(self._model, None)  # free the old cache and graph before allocating
@@ -172,7 +172,7 @@ def _bucket(length: int) -> int:
     return -(-length // CACHE_BUCKET) * CACHE_BUCKET
 
 
-def _adapters_enabled(model: nn.Module) -> bool:
+def adapters_enabled(model: nn.Module) -> bool:
     """False inside PEFT's `disable_adapter()`: the graph recorded the path taken, so it is
     part of the capture's key."""
     for module in model.modules():

@@ -171,8 +171,9 @@ def load_base_model(base_model: str, placement: Placement) -> PreTrainedModel:
         model = _build_builtin(base_model, placement)
     else:
         model = _from_pretrained(base_model, placement)
-    if fast.enabled("PACKING", placement.device):
-        attention.use_varlen(model)
+    flat_rows = fast.enabled("PACKING", placement.device) and attention.use_varlen(model)
+    if not flat_rows and attention.eligible(model):
+        attention.install(model)  # for the shared-prompt decode's hook (prefix.py)
     if fast.enabled("FUSED_KERNELS", placement.device):
         _apply_fused_kernels(model)
     if fast.enabled("COMPILE", placement.device) and placement.quantization is None:

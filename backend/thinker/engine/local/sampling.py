@@ -1,10 +1,14 @@
 """The local sampling client: batched autoregressive sampling with a KV cache.
 
-All `num_samples` sequences of one call decode together: the prompt is prefilled, then one
-forward per new token (on CUDA a replayed CUDA graph over a static cache: decode.py).
-`sample_stream` runs the same loop for one sequence and hands each token to a callback as
-soon as it is chosen. The server's concurrent calls decode together instead (scheduler.py,
+All `num_samples` sequences of one call decode together, and so do the calls made before the
+first of them runs (an RL step's groups): each prompt is prefilled once and its KV cache shared
+by its samples, then one forward per new token for every row (on CUDA a replayed CUDA graph:
+prefix.py). A model whose attention cannot take that cache (sliding-window layers) decodes
+call by call, its prompt repeated per sample (decode.py). `sample_stream` is a call of one
+sample that hands each token to a callback as soon as it is chosen. The server's loaded
+models batch continuously instead, calls joining and leaving a running decode (scheduler.py,
 with the same per-call `DecodeRows`).
+
 The logprob returned for each sampled token is the model's own (temperature 1, before
 top-k/top-p), i.e. what a training client computes for the same token, so on-policy
 importance ratios start at 1.
@@ -13,8 +17,10 @@ importance ratios start at 1.
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -29,13 +35,15 @@ from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from thinker.engine.futures import EngineFuture, OrderedExecutor
-from thinker.engine.local import fast
+from thinker.engine.local import fast, prefix
 from thinker.engine.local.decode import EagerDecoder, GraphDecoder
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
-from thinker.errors import ConfigError
+from thinker.errors import BackendError, ConfigError
 
+log = logging.getLogger(__name__)
 DEFAULT_MAX_TOKENS = 512
 GREEDY_BELOW = 1e-5  # a temperature under this samples the argmax (dividing by it overflows)
+GATHER_IDLE_S, GATHER_MAX_S = 0.002, 0.05  # how long sample calls wait for others to join
 LOGPROB_BATCH_TOKENS = 16_384  # no gradient, so activations are not kept: a modest batch
 T = TypeVar("T")
 # Called after each decode step with the token just chosen for each sequence of the batch.
@@ -85,6 +93,7 @@ class LocalSamplingClient:
         self._shared = shared
         self._executor = shared.executor if shared else OrderedExecutor("sample")
         self._pending: list[tuple[list[int], Future[list[float | None]]]] = []
+        self._waiting: list[_SampleCall] = []  # sample calls not yet started
         self._pending_lock = threading.Lock()
         # transformers 5.2x renamed `past_key_values` to `cache`; accept either version.
         plain = model.get_base_model() if isinstance(model, PeftModel) else model
@@ -98,17 +107,27 @@ class LocalSamplingClient:
         sampling_params: types.SamplingParams,
         include_prompt_logprobs: bool = False,
     ) -> EngineFuture[types.SampleResponse]:
-        """`num_samples` completions of `prompt`, each with its sampled tokens' logprobs."""
+        """`num_samples` completions of `prompt`, each with its sampled tokens' logprobs.
+
+        Calls made before the first of them runs decode together, each prompt prefilled once
+        and its KV cache shared by its samples (prefix.py), where the model allows; each call
+        keeps its own parameters and seeded generator.
+        """
         if num_samples < 1:
             raise ConfigError(f"num_samples must be at least 1, got {num_samples}")
-        return self._executor.submit(
-            self._with_weights,
-            self._sample,
-            prompt.to_ints(),
-            num_samples,
-            sampling_params,
-            include_prompt_logprobs,
+        return self._enqueue(
+            _SampleCall(
+                prompt.to_ints(), num_samples, sampling_params, include_prompt_logprobs, Future()
+            )
         )
+
+    def _enqueue(self, call: _SampleCall) -> EngineFuture[types.SampleResponse]:
+        with self._pending_lock:
+            self._waiting.append(call)
+            first = len(self._waiting) == 1
+        if first:
+            self._executor.submit(self._answer_waiting)
+        return EngineFuture(call.future)
 
     def sample_stream(
         self,
@@ -123,14 +142,15 @@ class LocalSamplingClient:
         order, on the sampling thread. An exception raised by `on_token` stops the decode and
         becomes the future's exception (how a caller whose reader went away cancels).
         """
-        return self._executor.submit(
-            self._with_weights,
-            self._sample,
-            prompt.to_ints(),
-            1,
-            sampling_params,
-            False,
-            lambda tokens: on_token(tokens[0]),
+        return self._enqueue(
+            _SampleCall(
+                prompt.to_ints(),
+                1,
+                sampling_params,
+                False,
+                Future(),
+                lambda tokens: on_token(tokens[0]),
+            )
         )
 
     def compute_logprobs(self, prompt: types.ModelInput) -> EngineFuture[list[float | None]]:
@@ -230,9 +250,124 @@ class LocalSamplingClient:
             answers[i] = [None, *lp.tolist()]
         return answers
 
-    def _sample(self, *args: Any) -> types.SampleResponse:
+    def _answer_waiting(self) -> None:
+        self._gather()
+        with self._pending_lock:
+            calls, self._waiting = self._waiting, []
+        calls = [c for c in calls if c.future.set_running_or_notify_cancel()]
+        try:
+            self._with_weights(self._sample_calls, calls)
+        except Exception as e:  # e.g. the adapter swap failed: every call still unanswered
+            for call in calls:
+                if not call.future.done():
+                    call.future.set_exception(e)
+
+    def _gather(self) -> None:
+        """Give calls made in a burst (an RL step asks for its groups one after another) time
+        to join: wait while new calls keep arriving, GATHER_IDLE_S apart, up to GATHER_MAX_S.
+        A decode of many rows costs about what one of few rows costs, and lasts far longer."""
+        deadline = time.monotonic() + GATHER_MAX_S
+        with self._pending_lock:
+            seen = len(self._waiting)
+        while time.monotonic() < deadline:
+            time.sleep(GATHER_IDLE_S)
+            with self._pending_lock:
+                if len(self._waiting) == seen:
+                    return
+                seen = len(self._waiting)
+
+    def _sample_calls(self, calls: list[_SampleCall]) -> None:
         with torch.inference_mode(), fast.adapter_autocast(self._model), fast.eager():
-            return self._decode(*args)
+            if prefix.can_decode(self._model):
+                self._decode_groups(calls)
+                return
+            for call in calls:  # one call at a time, its prompt repeated for each sample
+                try:
+                    response = self._decode(
+                        call.prompt, call.n, call.params, call.prompt_logprobs, call.on_step
+                    )
+                    call.future.set_result(response)
+                except Exception as e:
+                    call.future.set_exception(e)
+
+    def _decode_groups(self, calls: list[_SampleCall]) -> None:
+        """Decode `calls` together; out of memory, in two halves, then each alone."""
+        calls = [c for c in calls if not c.future.done()]
+        if not calls:
+            return
+        try:
+            self._decode_together(calls)
+        except torch.OutOfMemoryError as e:
+            prefix.release(self._model)
+            torch.cuda.empty_cache()
+            if len(calls) == 1:
+                call = calls[0]
+                call.future.set_exception(
+                    BackendError(
+                        f"out of GPU memory sampling {call.n} sequences after a "
+                        f"{len(call.prompt)}-token prompt: lower num_samples or max_tokens ({e})"
+                    )
+                )
+                return
+            log.warning("out of memory decoding %d calls together; splitting them", len(calls))
+            half = len(calls) // 2
+            self._decode_groups(calls[:half])
+            self._decode_groups(calls[half:])
+        except Exception as e:
+            for call in calls:
+                if not call.future.done():
+                    call.future.set_exception(e)
+
+    def _decode_together(self, calls: list[_SampleCall]) -> None:
+        """One decode for every call's rows; a call is answered as soon as its rows stop."""
+        live: list[tuple[_SampleCall, DecodeRows]] = []
+        for call in calls:
+            try:
+                stops = self.stops(call.params.stop)
+                live.append(
+                    (call, DecodeRows(call.prompt, call.n, call.params, stops, self._tokenizer))
+                )
+            except Exception as e:  # this call's parameters are bad; the others decode
+                call.future.set_exception(e)
+        if not live:
+            return
+        self._model.eval()
+        decoder = prefix.PrefixDecoder(
+            self._model, self._model.config, graphs=fast.enabled("CUDA_GRAPHS", self._device)
+        )
+        longest = max(r.max_tokens for _, r in live)
+        logits_BV = decoder.prefill([c.prompt for c, _ in live], [c.n for c, _ in live], longest)
+        spans = np.cumsum([0] + [c.n for c, _ in live])
+        last: list[Tensor | None] = [None] * len(live)
+        reader = _TokenReader(self._device, int(spans[-1]))
+        for step in range(longest):
+            chose = []
+            for i, (_, r) in enumerate(live):
+                if not r.done:  # a finished call's rows keep their last token, unread
+                    last[i] = r.choose(logits_BV[spans[i] : spans[i + 1]])
+                    chose.append(i)
+            token_B = torch.cat([t for t in last if t is not None])
+            reader.start(token_B)
+            if step + 1 < longest:  # queued before the host reads this step's tokens
+                next_logits_BV = decoder.step(token_B)
+            host = reader.finish()
+            for i in chose:
+                call, r = live[i]
+                tokens = host[spans[i] : spans[i + 1]]
+                r.observe(tokens)
+                try:
+                    if call.on_step is not None:
+                        call.on_step(tokens)
+                except Exception as e:  # the caller stops its call (a reader went away)
+                    r.done = True
+                    call.future.set_exception(e)
+                    continue
+                if r.done:
+                    lp = self.prompt_logprobs(call.prompt) if call.prompt_logprobs else None
+                    call.future.set_result(r.response(lp))
+            if all(r.done for _, r in live):
+                return
+            logits_BV = next_logits_BV
 
     def _decode(
         self,
@@ -286,6 +421,39 @@ class LocalSamplingClient:
         raise ConfigError("SamplingParams.stop must be a string, a list of strings or of token ids")
 
 
+@dataclass
+class _SampleCall:
+    """A `sample` call waiting for the worker (or decoding)."""
+
+    prompt: list[int]
+    n: int
+    params: types.SamplingParams
+    prompt_logprobs: bool
+    future: Future[types.SampleResponse]
+    on_step: StepCallback | None = None  # called with the call's new tokens after each step
+
+
+class _TokenReader:
+    """Brings a step's chosen tokens to the host without waiting for work queued after them:
+    on CUDA a pinned copy and an event, so the next decode step is already on the card while
+    the host applies the stop rules."""
+
+    def __init__(self, device: torch.device, rows: int) -> None:
+        self._cuda = device.type == "cuda"
+        self._host_B = torch.empty(rows, dtype=torch.long, pin_memory=self._cuda)
+        self._event = torch.cuda.Event() if self._cuda else None
+
+    def start(self, token_B: Tensor) -> None:
+        self._host_B.copy_(token_B, non_blocking=self._cuda)
+        if self._event is not None:
+            self._event.record()
+
+    def finish(self) -> list[int]:
+        if self._event is not None:
+            self._event.synchronize()
+        return self._host_B.tolist()
+
+
 class DecodeRows:
     """The `n` sequences of one sampling call as they decode: its own seeded generator, stop
     rules and tokens. The rows advance together and end together (a row that stops early
@@ -310,8 +478,9 @@ class DecodeRows:
         if self.max_tokens < 1:
             raise ConfigError(f"max_tokens must be at least 1, got {self.max_tokens}")
         self._generator: torch.Generator | None = None
-        self._logprobs: list[Tensor] = []  # one (n,) tensor per step
-        self._tokens_NT: Tensor | None = None
+        self._tokens_NT: Tensor | None = None  # (n, max_tokens), filled a column a step
+        self._logprobs_NT: Tensor | None = None
+        self._history: list[list[int]] = [[] for _ in range(n)]  # on the host, for stop strings
         self._finished = [False] * n
         self._stop_reasons: list[types.StopReason] = ["length"] * n
         self._lengths = [self.max_tokens] * n
@@ -320,24 +489,47 @@ class DecodeRows:
 
     def advance(self, logits_NV: Tensor) -> Tensor:
         """Choose each row's next token from its logits; marks rows (and the call) done."""
+        token_N = self.choose(logits_NV)
+        self.observe(token_N.tolist())
+        return token_N
+
+    def choose(self, logits_NV: Tensor) -> Tensor:
+        """Each row's next token, chosen on the logits' device (no wait for the host); the
+        call's stop rules see it in `observe`."""
         if self._generator is None:  # on the logits' device, seeded as a lone call would be
             self._generator = torch.Generator(logits_NV.device)
             seed = self.params.seed if self.params.seed is not None else _random_seed()
             self._generator.manual_seed(seed)
         token_N, logprob_N = _choose(logits_NV, self.params, self._generator)
-        step = token_N[:, None]
-        self._tokens_NT = step if self._tokens_NT is None else torch.cat([self._tokens_NT, step], 1)
-        self._logprobs.append(logprob_N)
+        if self._tokens_NT is None or self._logprobs_NT is None:
+            shape = (self.n, self.max_tokens)
+            self._tokens_NT = torch.empty(shape, dtype=torch.long, device=token_N.device)
+            self._logprobs_NT = torch.empty(shape, dtype=torch.float32, device=token_N.device)
+        self._tokens_NT[:, self.steps] = token_N
+        self._logprobs_NT[:, self.steps] = logprob_N
         self.steps += 1
-        for i in _newly_stopped(self._tokens_NT, self._finished, self._stops, self._tokenizer):
-            self._finished[i], self._stop_reasons[i], self._lengths[i] = True, "stop", self.steps
-        self.done = all(self._finished) or self.steps == self.max_tokens
         return token_N
 
+    def observe(self, token_N: list[int]) -> None:
+        """Apply the stop rules to the tokens the last `choose` returned, read on the host."""
+        for i, token in enumerate(token_N):
+            if self._finished[i]:
+                continue
+            history = self._history[i]
+            if self._stops.strings:
+                history.append(token)
+            if token in self._stops.token_ids or (
+                self._stops.strings
+                and _ends_with_stop_string(history, self._stops.strings, self._tokenizer)
+            ):
+                self._finished[i], self._stop_reasons[i] = True, "stop"
+                self._lengths[i] = self.steps
+        self.done = all(self._finished) or self.steps == self.max_tokens
+
     def response(self, prompt_logprobs: np.ndarray | None = None) -> types.SampleResponse:
-        assert self._tokens_NT is not None, "advance first"
-        tokens_np = self._tokens_NT.cpu().numpy()
-        logprobs_np = torch.stack(self._logprobs, dim=1).cpu().numpy()
+        assert self._tokens_NT is not None and self._logprobs_NT is not None, "advance first"
+        tokens_np = self._tokens_NT[:, : self.steps].cpu().numpy()
+        logprobs_np = self._logprobs_NT[:, : self.steps].cpu().numpy()
         sequences = [
             types.SampledSequence(
                 stop_reason=self._stop_reasons[i],
@@ -377,22 +569,6 @@ def _top_p_filter(scores_NV: Tensor, top_p: float) -> Tensor:
     drop_sorted_NV[..., 0] = False  # the likeliest stays, even for a top_p that rounds to 0
     drop_NV = drop_sorted_NV.scatter(-1, order_NV, drop_sorted_NV)
     return scores_NV.masked_fill(drop_NV, float("-inf"))
-
-
-def _newly_stopped(
-    tokens_NT: Tensor, finished: list[bool], stops: Stops, tokenizer: PreTrainedTokenizerBase
-) -> list[int]:
-    last_N = tokens_NT[:, -1].tolist()
-    stopped = []
-    for i, token in enumerate(last_N):
-        if finished[i]:
-            continue
-        if token in stops.token_ids or (
-            stops.strings
-            and _ends_with_stop_string(tokens_NT[i].tolist(), stops.strings, tokenizer)
-        ):
-            stopped.append(i)
-    return stopped
 
 
 def _ends_with_stop_string(

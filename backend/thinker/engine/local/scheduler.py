@@ -8,10 +8,11 @@ share the batch through left padding: the shorter caches get masked zero columns
 front, and each row gets explicit position ids. A call leaves when all its rows have
 stopped, its client has gone away (its future was cancelled) or its callback failed.
 
-A call decoded alone runs exactly the forwards of `LocalSamplingClient.sample` (on CUDA its
-CUDA-graph decode), so a seed gives the same tokens; beside others its logits agree to float
-rounding. A model whose cache cannot be padded this way (sliding-window or linear-attention
-layers) decodes one call at a time, in order. Prompts are prefilled one by one, so a long
+A call decoded alone runs the per-call decode of `LocalSamplingClient` (on CUDA its
+CUDA-graph decode); alone or beside others its logits agree with `sample`'s (which shares the
+prompt's cache between samples, prefix.py) to float rounding, so a seed gives the same tokens.
+A model whose cache cannot be padded this way (sliding-window or linear-attention layers)
+decodes one call at a time, in order. Prompts are prefilled one by one, so a long
 prompt delays the batch's next step by its prefill."""
 
 from __future__ import annotations

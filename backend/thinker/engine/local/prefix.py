@@ -1,0 +1,432 @@
+"""Decoding several sampling calls at once, each call's samples sharing its prompt's KV cache.
+
+An RL step asks for G groups of n samples: G prompts, each continued n ways. Decoded call by
+call, each with its prompt repeated n times, a step reads every prompt n times over and the
+card runs G small batches one after another. `PrefixDecoder` decodes all the calls as one
+batch of B = sum(n) rows instead:
+
+- each prompt is prefilled once, and its keys and values are kept once (G x P per layer);
+- each row keeps only the keys and values of its own new tokens (B x T per layer);
+- a row's attention is one softmax over both: its prompt's columns, computed for the n rows
+  of a group as n query positions against the one prompt (so those keys are read once a
+  step for the group), then its own columns. The arithmetic is transformers' eager attention
+  (products in the model's dtype, softmax in fp32), so the logits are those of the plain
+  decode to rounding.
+
+A LoRA adapter is folded into a copy of each adapted weight for the decode (W + s B A, made
+at each prefill from the adapter as it is then): a step then runs one matmul per layer instead
+of three plus the adapter's casts, scale and add, which on a small model are most of a step's
+kernels. The copy costs the adapted weights' memory again; where the card lacks it (or the
+adapter is not plain LoRA on plain linear layers), the adapter runs unmerged.
+
+It reaches the model through the attention hook (attention.py): a forward carries this
+decoder's cache object, whose `__call__` is the attention of every layer, so the model's own
+code (projections, norms, rotary embedding, adapters) runs unchanged.
+
+On CUDA the one-token step is captured as a CUDA graph and replayed. A step attends to its
+own columns only up to the end of the current TOKEN_BUCKET, so there is one graph per bucket
+(sharing one memory pool): the first steps of a long decode do not read the empty columns
+after them. The capture is kept per model for the last layout (groups, lengths, adapter on or
+off) and reused by the next call of the same layout, so an RL loop captures once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from peft import PeftModel
+from peft.tuners.lora.layer import Linear as LoraLinear
+from torch import Tensor, nn
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from thinker.engine.local import attention
+from thinker.engine.local.decode import adapters_enabled, last_logits
+
+log = logging.getLogger(__name__)
+PROMPT_BUCKET = 64  # prompt columns round up to this, so nearby prompt lengths share a capture
+TOKEN_BUCKET = 128  # a row's own columns: attended up to the end of the current bucket
+# The decode step's forwards carry a 4-D mask, so that transformers builds none (the hook
+# masks by itself); it is never read.
+_UNUSED_MASK = torch.ones((1, 1, 1, 1), dtype=torch.bool)
+
+
+def can_decode(model: nn.Module) -> bool:
+    """Whether `model`'s attention takes the hook (full causal attention in every layer)."""
+    return attention.takes_hooks(model)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The static shape of a decode: rows per group, prompt and new-token columns, adapters."""
+
+    counts: tuple[int, ...]
+    prompt_columns: int
+    token_columns: int
+    adapter: Literal["merged", "unmerged", "off"]
+
+    @property
+    def rows(self) -> int:
+        return sum(self.counts)
+
+
+@dataclass
+class SharedPromptCache:
+    """Every layer's keys and values of one decode; called as the attention of each layer.
+
+    Row b belongs to group `group_B[b]`; `slot_B[b]` is its place in a (G x widest group)
+    grid, in which each group's rows are consecutive query positions against its prompt.
+    """
+
+    layout: Layout
+    prompt_k: list[Tensor]  # per layer (G, kv heads, prompt columns, head dim)
+    prompt_v: list[Tensor]
+    token_k: list[Tensor]  # per layer (B, kv heads, token columns, head dim)
+    token_v: list[Tensor]
+    prompt_bias_B11P: Tensor  # 0 on a row's prompt positions, -inf on the padding after it
+    slot_B: Tensor
+    step_1: Tensor  # the column of the token being decoded (the same for every row)
+    columns_T: Tensor  # 0 .. token columns - 1
+    prefilling: int | None = None  # the group whose prompt the current forward prefills
+    window: int = TOKEN_BUCKET  # own columns the current step attends to
+    _token_bias: Tensor | None = field(default=None, repr=False)
+
+    @classmethod
+    def allocate(
+        cls, layout: Layout, config: Any, dtype: torch.dtype, device: torch.device
+    ) -> SharedPromptCache:
+        heads = config.num_key_value_heads
+        head_dim = (
+            getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        )
+        layers = config.num_hidden_layers
+        g, b = len(layout.counts), layout.rows
+
+        def zeros(*shape: int) -> list[Tensor]:  # zeros: masked columns must hold no NaN
+            return [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+
+        widest = max(layout.counts)
+        group_B = torch.repeat_interleave(torch.arange(g), torch.tensor(layout.counts))
+        first_of_group = torch.tensor([0, *layout.counts]).cumsum(0)[:-1]
+        slot_B = group_B * widest + torch.arange(b) - first_of_group[group_B]
+        return cls(
+            layout,
+            zeros(g, heads, layout.prompt_columns, head_dim),
+            zeros(g, heads, layout.prompt_columns, head_dim),
+            zeros(b, heads, layout.token_columns, head_dim),
+            zeros(b, heads, layout.token_columns, head_dim),
+            torch.zeros((b, 1, 1, layout.prompt_columns), dtype=dtype, device=device),
+            slot_B.to(device),
+            torch.zeros(1, dtype=torch.long, device=device),
+            torch.arange(layout.token_columns, device=device),
+        )
+
+    @property
+    def folded(self) -> bool:
+        """Every group has the same number of rows: the slot grid is the rows themselves."""
+        return len(set(self.layout.counts)) == 1
+
+    def set_prompt_lengths(self, lengths: list[int]) -> None:
+        counts = torch.tensor(self.layout.counts)
+        length_B = torch.repeat_interleave(torch.tensor(lengths), counts).to(self.slot_B.device)
+        columns = torch.arange(self.layout.prompt_columns, device=self.slot_B.device)
+        self.prompt_bias_B11P.copy_(
+            torch.where(columns < length_B[:, None], 0.0, float("-inf"))[:, None, None]
+        )
+
+    def __call__(
+        self,
+        module: nn.Module,
+        query_BHTD: Tensor,
+        key_BHTD: Tensor,
+        value_BHTD: Tensor,
+        attention_mask: Tensor | None,
+        dropout: float = 0.0,
+        scaling: float | None = None,
+        **kwargs: Any,
+    ) -> tuple[Tensor, None]:
+        layer: int = module.layer_idx  # type: ignore[assignment]
+        if self.prefilling is not None:  # one prompt, batch 1: keep its keys, attend as SDPA
+            length = key_BHTD.shape[2]
+            self.prompt_k[layer][self.prefilling, :, :length] = key_BHTD[0]
+            self.prompt_v[layer][self.prefilling, :, :length] = value_BHTD[0]
+            return sdpa_attention_forward(
+                module, query_BHTD, key_BHTD, value_BHTD, attention_mask, dropout, scaling, **kwargs
+            )
+        assert scaling is not None
+        return self._decode(layer, query_BHTD, key_BHTD, value_BHTD, scaling), None
+
+    def _decode(
+        self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float
+    ) -> Tensor:
+        """One new token per row: (B, 1, query heads, head dim), as transformers expects."""
+        b, q_heads, _, dim = query.shape
+        kv_heads = key.shape[1]
+        self.token_k[layer].index_copy_(2, self.step_1, key)
+        self.token_v[layer].index_copy_(2, self.step_1, value)
+        if layer == 0:  # the same for every layer of this step
+            visible_T = self.columns_T[: self.window] <= self.step_1
+            self._token_bias = torch.where(visible_T, 0.0, float("-inf")).to(query.dtype)
+        assert self._token_bias is not None
+        own_k = self.token_k[layer][:, :, : self.window]
+        own_v = self.token_v[layer][:, :, : self.window]
+        # The query heads that share a key head become rows of one product (GQA).
+        q_BKRD = query.reshape(b, kv_heads, q_heads // kv_heads, dim)
+        prompt_scores = self._to_rows(
+            torch.matmul(self._to_groups(q_BKRD), self.prompt_k[layer].transpose(-1, -2))
+        )
+        own_scores = torch.matmul(q_BKRD, own_k.transpose(-1, -2))
+        scores = torch.cat(
+            [prompt_scores * scale + self.prompt_bias_B11P, own_scores * scale + self._token_bias],
+            dim=-1,
+        )
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+        prompt_probs, own_probs = probs.split([self.layout.prompt_columns, self.window], dim=-1)
+        out_BKRD = self._to_rows(torch.matmul(self._to_groups(prompt_probs), self.prompt_v[layer]))
+        out_BKRD = out_BKRD + torch.matmul(own_probs, own_v)
+        return out_BKRD.reshape(b, 1, q_heads, dim)
+
+    def _to_groups(self, x_BKRC: Tensor) -> Tensor:
+        """(B, kv heads, r, C) -> (G, kv heads, widest * r, C): a group's rows side by side."""
+        b, k, r, c = x_BKRC.shape
+        g, widest = len(self.layout.counts), max(self.layout.counts)
+        if not self.folded:
+            x_BKRC = x_BKRC.new_zeros(g * widest, k, r, c).index_copy_(0, self.slot_B, x_BKRC)
+        return x_BKRC.reshape(g, widest, k, r, c).transpose(1, 2).reshape(g, k, widest * r, c)
+
+    def _to_rows(self, x_GKSC: Tensor) -> Tensor:
+        """The inverse of `_to_groups`."""
+        g, k, s, c = x_GKSC.shape
+        widest = max(self.layout.counts)
+        x = x_GKSC.view(g, k, widest, s // widest, c).transpose(1, 2).reshape(g * widest, k, -1, c)
+        return x if self.folded else x.index_select(0, self.slot_B)
+
+
+class MergedAdapter:
+    """Each adapted linear layer's weight with its LoRA folded in, swapped in for the decode."""
+
+    def __init__(self, model: PeftModel, layers: list[LoraLinear]) -> None:
+        self._model, self._layers = model, layers
+        self._bases = [_base_linear(layer) for layer in layers]
+        self._merged = [
+            nn.Parameter(torch.empty_like(base.weight), requires_grad=False) for base in self._bases
+        ]
+
+    @classmethod
+    def of(cls, model: nn.Module) -> MergedAdapter | None:
+        """For a PEFT model whose adapter is plain LoRA on plain linear layers, when the card
+        has room for the copy (twice its size free); else None."""
+        if not isinstance(model, PeftModel) or not adapters_enabled(model):
+            return None
+        layers = [m for m in model.modules() if isinstance(m, LoraLinear)]
+        if not layers or not all(_mergeable(m) for m in layers):
+            return None
+        weights = [_base_linear(m).weight for m in layers]
+        size = sum(w.numel() * w.element_size() for w in weights)
+        device = weights[0].device
+        if device.type == "cuda" and 2 * size > torch.cuda.mem_get_info(device)[0]:
+            log.info("no room for a merged adapter (%.1f GiB): decoding it unmerged", size / 2**30)
+            return None
+        return cls(model, layers)
+
+    def refresh(self) -> None:
+        """Fold the adapter as it is now into the copies (PEFT's own delta, W + s B A)."""
+        for layer, base, merged in zip(self._layers, self._bases, self._merged, strict=True):
+            (adapter,) = layer.active_adapters
+            torch.add(base.weight, layer.get_delta_weight(adapter), out=merged.data)
+
+    @contextlib.contextmanager
+    def swapped_in(self) -> Iterator[None]:
+        """The merged weights in place of the base weights, the adapter off."""
+        bases = self._bases
+        originals = [base.weight for base in bases]
+        try:
+            for base, merged in zip(bases, self._merged, strict=True):
+                base.weight = merged  # the module's attribute: a tied weight stays tied elsewhere
+            with self._model.disable_adapter():
+                yield
+        finally:
+            for base, original in zip(bases, originals, strict=True):
+                base.weight = original
+
+
+def _base_linear(layer: LoraLinear) -> nn.Linear:
+    base = layer.get_base_layer()
+    assert isinstance(base, nn.Linear), f"a LoRA layer over {type(base).__name__}"
+    return base
+
+
+def _mergeable(layer: LoraLinear) -> bool:
+    base = layer.get_base_layer()
+    return (
+        type(base) is nn.Linear
+        and base.weight.dtype.is_floating_point
+        and len(layer.active_adapters) == 1
+        and not any(layer.use_dora.values())
+        and not layer.merged
+    )
+
+
+@dataclass
+class _Capture:
+    """A decode's cache, the step's input buffers and its graphs, one per token bucket."""
+
+    cache: SharedPromptCache
+    merged: MergedAdapter | None
+    token_B1: Tensor
+    position_B1: Tensor
+    mask: Tensor  # _UNUSED_MASK on the device (a capture may not copy from the host)
+    stream: torch.cuda.Stream | None  # None: steps run eagerly (CPU, or graphs off)
+    graphs: dict[int, torch.cuda.CUDAGraph] = field(default_factory=dict)
+    logits: dict[int, Tensor] = field(default_factory=dict)
+    pool: Any = None
+    failed: bool = False
+
+
+# One capture per model (the most recent layout): graphs pin their cache and memory pool.
+_CAPTURES: weakref.WeakKeyDictionary[nn.Module, _Capture] = weakref.WeakKeyDictionary()
+
+
+class PrefixDecoder:
+    """Prefill G prompts once each, then decode all their rows together, one token a step."""
+
+    def __init__(self, model: nn.Module, config: Any, graphs: bool) -> None:
+        self._model, self._config, self._graphs = model, config, graphs
+        self._capture: _Capture | None = None
+        self._steps = 0
+
+    def prefill(self, prompts: list[list[int]], counts: list[int], max_new_tokens: int) -> Tensor:
+        """Logits of each row's first new token: group g's `counts[g]` rows, in order."""
+        device = self._embedding_weight().device
+        capture = _CAPTURES.get(self._model)
+        shape = (
+            tuple(counts),
+            _round_up(max(len(p) for p in prompts), PROMPT_BUCKET),
+            _round_up(max_new_tokens, TOKEN_BUCKET),
+        )
+        if not adapters_enabled(self._model):
+            merged, adapter = None, "off"
+        elif capture is not None and capture.merged is not None:
+            merged, adapter = capture.merged, "merged"
+        else:
+            merged = MergedAdapter.of(self._model)
+            adapter = "merged" if merged is not None else "unmerged"
+        layout = Layout(*shape, adapter)  # type: ignore[arg-type]
+        if capture is None or capture.cache.layout != layout:
+            _CAPTURES.pop(self._model, None)  # free the old cache and graphs before allocating
+            capture = self._new_capture(layout, device, merged)
+            _CAPTURES[self._model] = capture
+        self._capture, self._steps = capture, 0
+        if capture.merged is not None:
+            capture.merged.refresh()
+        cache = capture.cache
+        cache.set_prompt_lengths([len(p) for p in prompts])
+        cache.step_1.zero_()
+        rows = []
+        with _weights_of(capture):
+            try:
+                for g, (prompt, n) in enumerate(zip(prompts, counts, strict=True)):
+                    cache.prefilling = g
+                    out = self._model(
+                        input_ids=torch.tensor([prompt], device=device),
+                        use_cache=False,
+                        logits_to_keep=1,
+                        **{attention.HOOK_KWARG: cache},
+                    )
+                    rows.append(last_logits(out).expand(n, -1))
+            finally:
+                cache.prefilling = None
+        lengths = [len(p) for p, n in zip(prompts, counts, strict=True) for _ in range(n)]
+        capture.position_B1.copy_(torch.tensor(lengths, device=device)[:, None])
+        return torch.cat(rows)
+
+    def step(self, token_B: Tensor) -> Tensor:
+        """Feed each row its new token; the logits of the token after it."""
+        capture = self._capture
+        assert capture is not None, "prefill first"
+        if self._steps >= capture.cache.layout.token_columns:
+            raise ValueError("decoded past the max_new_tokens given to prefill")
+        window = min(_round_up(self._steps + 1, TOKEN_BUCKET), capture.cache.layout.token_columns)
+        self._steps += 1
+        capture.token_B1.copy_(token_B[:, None])
+        capture.cache.window = window
+        graph = capture.graphs.get(window)
+        if graph is not None:
+            graph.replay()
+            return capture.logits[window].clone()
+        with _weights_of(capture):
+            if capture.failed or capture.stream is None:
+                return self._forward(capture)
+            # The first step of a bucket: run it eagerly on the capture stream, then record it.
+            capture.stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(capture.stream):
+                logits_BV = self._forward(capture)
+            torch.cuda.current_stream().wait_stream(capture.stream)
+            self._try_capture(capture, window)
+        return logits_BV
+
+    def _forward(self, capture: _Capture) -> Tensor:
+        out = self._model(
+            input_ids=capture.token_B1,
+            position_ids=capture.position_B1,
+            attention_mask=capture.mask,
+            use_cache=False,
+            logits_to_keep=1,
+            **{attention.HOOK_KWARG: capture.cache},
+        )
+        capture.position_B1.add_(1)
+        capture.cache.step_1.add_(1)
+        return last_logits(out)
+
+    def _try_capture(self, capture: _Capture, window: int) -> None:
+        """Record the step just run eagerly (recording runs nothing, so no state moves)."""
+        assert capture.stream is not None
+        graph = torch.cuda.CUDAGraph()
+        capture.stream.wait_stream(torch.cuda.current_stream())
+        try:
+            with torch.cuda.graph(graph, pool=capture.pool, stream=capture.stream):
+                logits_BV = self._forward(capture)
+        except Exception as e:  # a model whose forward syncs with the host cannot be captured
+            capture.failed = True
+            capture.graphs.clear()
+            capture.logits.clear()
+            log.warning("CUDA graph capture failed, decoding without graphs: %s", e)
+            return
+        finally:
+            torch.cuda.current_stream().wait_stream(capture.stream)
+        capture.pool = graph.pool()
+        capture.graphs[window], capture.logits[window] = graph, logits_BV
+
+    def _embedding_weight(self) -> Tensor:
+        weight = self._model.get_input_embeddings().weight  # type: ignore[operator]
+        assert isinstance(weight, Tensor), "an input embedding without a weight"
+        return weight
+
+    def _new_capture(
+        self, layout: Layout, device: torch.device, merged: MergedAdapter | None
+    ) -> _Capture:
+        dtype = self._embedding_weight().dtype
+        cache = SharedPromptCache.allocate(layout, self._config, dtype, device)
+        token_B1 = torch.zeros((layout.rows, 1), dtype=torch.long, device=device)
+        stream = torch.cuda.Stream(device) if self._graphs else None
+        mask = _UNUSED_MASK.to(device)
+        return _Capture(cache, merged, token_B1, torch.zeros_like(token_B1), mask, stream)
+
+
+def _weights_of(capture: _Capture) -> contextlib.AbstractContextManager[None]:
+    """The decode's weights: the merged adapter swapped in, or the model as it is."""
+    return capture.merged.swapped_in() if capture.merged is not None else contextlib.nullcontext()
+
+
+def release(model: nn.Module) -> None:
+    """Drop `model`'s kept capture (its cache and graphs), e.g. after running out of memory."""
+    _CAPTURES.pop(model, None)
+
+
+def _round_up(n: int, bucket: int) -> int:
+    return -(-n // bucket) * bucket
