@@ -148,7 +148,8 @@ def test_graph_decode_logprobs_are_the_training_logprobs(tmp_path: Path) -> None
     diff = torch.cat(diffs)
     print(f"sampled vs trained logprobs: max difference {diff.max():.4f}, mean {diff.mean():.5f}")
     assert diff.max() < 0.15 and diff.mean() < 0.02  # bf16 rounding, not a different model
-    # The same call again replays the captured graph and, with its seed, repeats itself.
+    # The same call again (captured anew: the forwards above took the memory back) repeats
+    # itself with its seed.
     again = sampler.sample(types.ModelInput.from_ints(prompt), 4, params).result()
     assert [s.tokens for s in again.sequences] == [s.tokens for s in out.sequences]
 

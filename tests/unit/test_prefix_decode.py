@@ -194,3 +194,30 @@ def test_out_of_memory_splits_the_calls_then_names_the_setting(
     too_many = sampler.sample(_input(sampler, CALLS[0][0]), 6, CALLS[0][2])
     with pytest.raises(BackendError, match="lower num_samples or max_tokens"):
         too_many.result()
+
+
+def test_training_takes_back_the_memory_a_sampler_of_its_weights_kept(tmp_path) -> None:  # noqa: ANN001
+    """A trainer's sampler keeps its decode (cache, graphs, merged adapter) between calls; the
+    next training call drops it, so the batch plan sees that memory free, and sampling after
+    it makes a new one from the trained weights."""
+    client = (
+        thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+        .create_lora_training_client("thinker/tiny", rank=4)
+        .result()
+    )
+    text, n, params = CALLS[0]
+    sampler = client.save_weights_and_get_sampling_client().result()
+    before = sampler.sample(_input(sampler, text), n, params).result()
+    assert prefix._CAPTURES.get(client._model) is not None
+    tokens = _input(sampler, text).to_ints()
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": tokens[1:], "weights": [1.0] * (len(tokens) - 1)},
+    )
+    client.forward_backward([datum], "cross_entropy").result()
+    assert prefix._CAPTURES.get(client._model) is None
+    client.optim_step(types.AdamParams(learning_rate=0.05)).result()
+    after = client.save_weights_and_get_sampling_client().result()
+    trained = after.sample(_input(after, text), n, params).result()
+    assert prefix._CAPTURES.get(client._model) is not None
+    assert [s.logprobs for s in trained.sequences] != [s.logprobs for s in before.sequences]

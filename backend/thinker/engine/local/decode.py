@@ -158,6 +158,11 @@ class GraphDecoder:
         capture.graph = graph
 
 
+def release(model: nn.Module) -> None:
+    """Drop `model`'s kept capture (its static cache and graph)."""
+    _CAPTURES.pop(model, None)
+
+
 def _new_capture(
     key: tuple[int, int, bool], config: Any, device: torch.device, graphs: bool
 ) -> _Capture:

@@ -21,7 +21,7 @@ from torch import Tensor
 from transformers import PreTrainedTokenizerBase
 
 from thinker.engine.futures import EngineFuture, OrderedExecutor
-from thinker.engine.local import checkpoints, fast, memory
+from thinker.engine.local import checkpoints, decode, fast, memory, prefix
 from thinker.engine.local.checkpoints import CheckpointPath
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
 from thinker.engine.local.models import COMPILED_ATTR, ROOMY_ATTR, Placement
@@ -217,6 +217,11 @@ class LocalTrainingClient:
     def _logprobs(self, data: Sequence[types.Datum]) -> list[Tensor]:
         if not data:
             raise ConfigError("forward_backward needs at least one Datum")
+        # A sampler of these weights keeps its KV cache, graphs and merged adapter between
+        # calls; training needs that memory (the budget reads what is free), so they go, and
+        # the next sampling call makes them again.
+        decode.release(self._model)
+        prefix.release(self._model)
         inputs = [d.model_input.to_ints() for d in data]
         targets = [_input(d, "target_tokens", i).to(torch.long) for i, d in enumerate(data)]
         for i, (x, t) in enumerate(zip(inputs, targets, strict=True)):
