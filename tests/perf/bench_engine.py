@@ -657,12 +657,15 @@ class _TimedLogger:
 
         self.inner = RunLogger(run_dir)
         self.times: list[tuple[int, float, dict]] = []
+        self.startup: dict = {}  # the run's `startup` event: seconds per phase to step 1
 
     def log_metrics(self, metrics: dict, step: int) -> None:
         self.times.append((step, time.perf_counter(), dict(metrics)))
         self.inner.log_metrics(metrics, step)
 
     def log_event(self, kind: str, payload: dict) -> None:
+        if kind == "startup":
+            self.startup = dict(payload)
         self.inner.log_event(kind, payload)
 
 
@@ -747,6 +750,7 @@ def run_job(model: str, max_steps: int | None = None, cold: bool = True) -> list
             eval_share_of_training=evaluating[0] / training,
             job_seconds=ended - started,
             job_tokens_per_s=sum(step_tokens(i) for i in range(len(rows))) / (ended - started),
+            startup=logger.startup,
             **facts,
         )
     )

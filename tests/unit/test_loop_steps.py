@@ -3,14 +3,17 @@ the one step kept in flight and the held-out examples an evaluation scores, on h
 values."""
 
 import asyncio
+import json
 import math
+import re
 from pathlib import Path
 
 import pytest
 from tinker import types
 
-from thinker.algorithms.common import InFlight, Step, epoch_batch
+from thinker.algorithms.common import InFlight, StartupClock, Step, epoch_batch
 from thinker.algorithms.sl import SLConfig, _eval_subset, lr_multiplier
+from thinker.runs import RunLogger
 
 
 def test_linear_schedule_decays_to_zero_at_the_end() -> None:
@@ -102,3 +105,33 @@ def test_held_out_evaluation_scores_a_tenth_of_the_trained_tokens(
     assert _eval_subset(held_out, [750] * 2700, at_the_end, 168) == held_out[:268]
     chosen = config.model_copy(update={"eval_examples": 100})
     assert _eval_subset(held_out, [750] * 2700, chosen, 168) == held_out[:100]
+
+
+def test_the_first_finished_step_logs_where_the_startup_time_went(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once, after the first step finishes: each setup phase, the first step, the total."""
+    clock = StartupClock()
+    clock.mark("model")
+    clock.mark("data", "3 examples rendered")
+
+    async def finish(step: Step[int], evals: dict[str, float]) -> dict[str, float]:
+        return {"step": float(step.number)}
+
+    async def loop() -> None:
+        steps: InFlight[int] = InFlight(finish, clock, RunLogger(tmp_path, echo=True))
+        for number in range(3):
+            await steps.submit(Step(number, [number], [], None, 0.1))
+        await steps.settle()
+
+    asyncio.run(loop())
+    out = capsys.readouterr().out
+    assert out.count("first step done") == 1 and out.count("[thinker] startup:") == 1
+    assert re.search(
+        r"model [\d.]+ s, data [\d.]+ s \(3 examples rendered\), first step [\d.]+ s", out
+    )
+    event = json.loads(out.split("[thinker] startup: ")[1].splitlines()[0])
+    assert list(event) == ["model_s", "data_s", "first_step_s", "total_s"]
+    assert event["total_s"] >= 0 and event["total_s"] == pytest.approx(
+        event["model_s"] + event["data_s"] + event["first_step_s"], abs=0.02
+    )

@@ -249,6 +249,45 @@ def submit_step(
 FinishStep = Callable[[Step[T], dict[str, float]], Awaitable[dict[str, float]]]
 
 
+class StartupClock:
+    """How long a run's setup phases took, up to its first step, for its log: a first step
+    that comes minutes after the start says where the minutes went."""
+
+    def __init__(self) -> None:
+        self._began = self._last = time.monotonic()
+        self.phases: dict[str, float] = {}  # phase -> seconds, in order
+        self._details: dict[str, str] = {}
+        self._reported = False
+
+    def mark(self, phase: str, detail: str = "") -> None:
+        """`phase` ended now (it began where the previous one ended)."""
+        now = time.monotonic()
+        self.phases[phase] = now - self._last
+        self._details[phase] = detail
+        self._last = now
+
+    def first_step_done(self, logger: MetricsLogger) -> None:
+        """Log the phases once, when the first step's results are in."""
+        if self._reported:
+            return
+        self._reported = True
+        self.mark("first step")
+        total = self._last - self._began
+        parts = ", ".join(
+            f"{phase} {seconds:.1f} s"
+            + (f" ({self._details[phase]})" if self._details[phase] else "")
+            for phase, seconds in self.phases.items()
+        )
+        print(
+            f"[thinker] first step done {total:.1f} s after the start: {parts}. On a GPU the "
+            "first step compiles the model's layers; later jobs on the same model shape read "
+            "them from the compile cache.",
+            flush=True,
+        )
+        payload = {phase.replace(" ", "_") + "_s": round(s, 2) for phase, s in self.phases.items()}
+        logger.log_event("startup", payload | {"total_s": round(total, 2)})
+
+
 class InFlight(Generic[T]):
     """Keeps one step in flight: a step's results are awaited only once the next step is
     submitted, or when an evaluation or a checkpoint needs them (`settle`). The engine then
@@ -258,8 +297,16 @@ class InFlight(Generic[T]):
     held-out figures measured right after it) and returns them.
     """
 
-    def __init__(self, finish: FinishStep[T]) -> None:
+    def __init__(
+        self,
+        finish: FinishStep[T],
+        startup: StartupClock | None = None,
+        logger: MetricsLogger | None = None,
+    ) -> None:
+        """With `startup` (and the run's `logger`), the first finished step logs how long
+        the run took to reach it."""
         self._finish = finish
+        self._startup, self._logger = startup, logger
         self._pending: Step[T] | None = None
         self.metrics: dict[str, float] = {}  # the last finished step's
 
@@ -273,6 +320,8 @@ class InFlight(Generic[T]):
         if self._pending is not None:
             step, self._pending = self._pending, None
             self.metrics = await self._finish(step, evals or {})
+            if self._startup is not None and self._logger is not None:
+                self._startup.first_step_done(self._logger)
         return self.metrics
 
 

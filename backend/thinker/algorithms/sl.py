@@ -24,6 +24,7 @@ from tinker import types
 from thinker.algorithms.common import (
     InFlight,
     RunResult,
+    StartupClock,
     Step,
     adam_params,
     epoch_batch,
@@ -57,12 +58,15 @@ SLResult = RunResult
 async def main(
     config: SLConfig, service: ServiceClient | None = None, logger: MetricsLogger | None = None
 ) -> SLResult:
+    startup = StartupClock()
     run, service, logger = prepare_run(config, service, logger)
 
     # Set up: the client (fresh, from `init_from`, or resumed) and the rendered data.
     start = await start_or_resume(config, service, run, logger)
     client = start.client
+    startup.mark("model")
     train_data, eval_data = _datasets(config, client.get_tokenizer())
+    startup.mark("data", f"{len(train_data) + len(eval_data):,} examples rendered")
     lengths = [d.model_input.length for d in train_data]
     plan = plan_batch(
         client,
@@ -77,7 +81,9 @@ async def main(
     eval_data = _eval_subset(eval_data, lengths, config, total_steps)
 
     # Loop: submit step s, then finish step s-1 (one step in flight).
-    steps: InFlight[types.Datum] = InFlight(partial(_finish, logger=logger, config=config))
+    steps: InFlight[types.Datum] = InFlight(
+        partial(_finish, logger=logger, config=config), startup, logger
+    )
     cross_entropy = partial(client.forward_backward, loss_fn="cross_entropy")
     result = start.result
     for number in range(start.step, total_steps):
