@@ -62,14 +62,25 @@ def _worst_relative(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> f
     return max(((a[n] - g).norm() / g.norm()).item() for n, g in b.items() if g.norm() > 0)
 
 
-def test_checkpointed_layers_give_the_gradients_of_kept_activations(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "checkpointing",
+    [
+        memory.Checkpointing(every=1),
+        memory.Checkpointing(every=1, offload=True, mlp_chunk=memory.MLP_CHUNK_TOKENS),
+    ],
+    ids=["every-layer", "offloaded-tiled-mlp"],
+)
+def test_checkpointed_layers_give_the_gradients_of_kept_activations(
+    tmp_path: Path, checkpointing: memory.Checkpointing
+) -> None:
+    """Every layer checkpointed, and the longest sequences' plan (inputs offloaded, MLPs in
+    chunks of 4,096 positions, run eagerly): the loss and gradients of kept activations."""
     client = _client(tmp_path)
-    data = _batch([3000, 1100])
+    data = _batch([9000, 1100])  # the first sequence spans three MLP chunks
     kept = client.forward_backward(data, "cross_entropy").result().metrics["loss:sum"]
     want = _grads(client)
     client._model.zero_grad(set_to_none=True)
-    every_layer = memory.Checkpointing(every=1)
-    client._use_checkpointing(every_layer, "the test asks for it")
+    client._use_checkpointing(checkpointing, "the test asks for it")
     assert memory.is_checkpointed(client._model)
     # the budget would turn it off again for so short a batch: keep it on for this call
     client._passes = lambda data, with_graph: [(0, len(data))]  # type: ignore[method-assign]

@@ -107,6 +107,43 @@ def test_checkpointed_layers_train_to_the_same_gradient(
     assert not memory.is_checkpointed(client._model)
 
 
+def test_tiled_mlps_train_to_the_same_gradient(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """thinker/tiny, one sequence of 600 tokens, every layer checkpointed and each MLP in
+    chunks of 64 positions (the longest sequences' plan; 10 chunks a layer): the loss and
+    gradient of whole MLPs, the chunks really taken, and the MLPs back as they were after."""
+    g = torch.Generator().manual_seed(3)
+    data = [_datum(torch.randint(3, 384, (601,), generator=g).tolist())]
+    service = thinker.ServiceClient(storage_dir=tmp_path)
+    client = service.create_lora_training_client("thinker/tiny", rank=4, seed=0).result()
+    monkeypatch.setattr(client, "_passes", lambda data, with_graph: [(0, len(data))])
+    kept = client.forward_backward(data, "cross_entropy").result()
+    grads = {n: p.grad.clone() for n, p in client._model.named_parameters() if p.grad is not None}
+    client._model.zero_grad()
+
+    chunks: list[int] = []
+    checkpoint = memory.checkpoint
+    monkeypatch.setattr(
+        memory, "checkpoint", lambda *a, **k: chunks.append(1) or checkpoint(*a, **k)
+    )
+    tiled = memory.Checkpointing(every=1, mlp_chunk=64)
+    client._use_checkpointing(tiled, "the budget's reason")
+    out = capsys.readouterr().out
+    assert "gradient checkpointing on 2 of 2 layers, each MLP in chunks of 64 positions" in out
+    output = client.forward_backward(data, "cross_entropy").result()
+    # 2 layers x 10 chunks, run in the forward pass and again when each layer is recomputed
+    assert len(chunks) == 2 * 2 * 10
+    assert output.metrics["loss:sum"] == pytest.approx(kept.metrics["loss:sum"], rel=1e-6)
+    assert grads
+    for name, p in client._model.named_parameters():
+        if p.grad is not None:
+            assert (p.grad - grads[name]).norm() <= 1e-5 * grads[name].norm(), name
+    client._use_checkpointing(memory.NO_CHECKPOINTING, "short sequences again")
+    mlps = [m for n, m in client._model.named_modules() if n.endswith(".mlp")]
+    assert mlps and all("forward" not in vars(m) and memory.TILED_ATTR not in vars(m) for m in mlps)
+
+
 def test_a_sequence_that_cannot_fit_is_refused_with_the_setting_to_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

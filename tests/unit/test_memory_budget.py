@@ -200,9 +200,36 @@ def test_a_long_sequence_turns_checkpointing_on_only_as_far_as_it_must(
     assert offloaded.checkpointing == memory.Checkpointing(every=1, offload=True)
     assert offloaded.tokens >= 80_000 and "offloaded to host memory" in offloaded.explanation
 
+    # Past what offloading holds, the MLPs go in chunks; only then (each chunk runs twice).
+    beyond = offloaded.longest_fits  # what the best choice holds
+    offload_only = memory._holds(known, offloaded.checkpointing, _usable(64 * GiB, known))
+    tiled = budget(offload_only + 1)
+    assert tiled.checkpointing == memory.Checkpointing(
+        every=1, offload=True, mlp_chunk=memory.MLP_CHUNK_TOKENS
+    )
+    assert tiled.tokens > offload_only and beyond is not None and beyond >= tiled.tokens
+    assert "each MLP in chunks of 4,096 positions" in tiled.explanation
+
     too_long = budget(10_000_000)
     assert too_long.longest_fits is not None and too_long.longest_fits < 10_000_000
     assert f"lower max_length to {too_long.longest_fits:,} or less" in too_long.explanation
+
+
+def _usable(free: int, known: memory.Estimate) -> int:
+    return int(free * (1 - memory.MARGIN_FRACTION)) - memory.MARGIN_BYTES - known.fixed
+
+
+def test_a_tiled_mlp_costs_a_chunk_not_a_share_of_each_token() -> None:
+    """Llama-3.1-8B shape, bf16 adapter inputs, every layer checkpointed and offloaded: the
+    recomputed layer's MLP, 2 x (3 s i + s i) + 2 s i = 10 s i a token, becomes 2 s h a token
+    (its output and gradient) plus a fixed 2 x 4,096 x (4 s i + s i) for the chunk."""
+    shape = ModelShape.of(_meta_model("thinker/random-llama3.1-8b"))
+    s, h, i = 2, shape.hidden, shape.intermediate
+    offload = memory.Checkpointing(every=1, offload=True)
+    tiled = memory.Checkpointing(every=1, offload=True, mlp_chunk=4096)
+    whole = bytes_per_token(shape, s, False, offload)
+    assert whole - bytes_per_token(shape, s, False, tiled) == 2 * 4 * s * i + 2 * s * i - 2 * s * h
+    assert memory.tiled_mlp_bytes(shape, s, False, 4096) == 2 * 4096 * (4 * s * i + s * i)
 
 
 def test_checkpointing_memory_by_hand() -> None:

@@ -19,9 +19,13 @@ head_dim, kv = num_key_value_heads * head_dim and s the bytes of the model's dty
 With gradient checkpointing, a checkpointed layer keeps only its input, s h, and one layer is
 recomputed at a time, which with its backward pass holds twice a layer's activations and the
 MLP's intermediate gradients, 2 (layer + s i); offloaded, even the inputs wait in pinned host
-memory. The QLoRA path checkpoints every layer always; otherwise the batch plan
-turns checkpointing on only for a sequence that does not fit without it, and then on as few
-layers as make it fit (transformers' `every_n_layers`): recomputing a layer costs its forward
+memory. Past that, the MLP of a recomputed layer runs in chunks of MLP_CHUNK_TOKENS
+positions, each chunk recomputed again in its own backward pass (`tile_mlps`), so of the MLP's
+intermediates (3 s i, its down projection's adapter input and the gradients, 2 s i) only a
+chunk's exist at once: a fixed 2 x MLP_CHUNK_TOKENS x (mlp + s i) instead of a per-token cost
+(not yet calibrated on a GPU). The QLoRA path checkpoints every layer always; otherwise the
+batch plan turns checkpointing on only for a sequence that does not fit without it, and then on
+as few layers as make it fit (transformers' `every_n_layers`): recomputing a layer costs its forward
 pass again, so each layer kept saves time. The logits do not scale with the
 tokens: the output layer runs in chunks of CHUNK_BYTES of fp32 logits, recomputed in the
 backward pass (forward.py); six chunk-sized fp32 buffers are set aside for that, and 12 bytes
@@ -49,6 +53,7 @@ of 139.8 GiB: the margin on free memory was never needed.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
@@ -59,6 +64,8 @@ from pathlib import Path
 import torch
 from peft import PeftModel
 from peft.tuners.tuners_utils import BaseTunerLayer
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
 from thinker.engine.local.forward import CHUNK_BYTES
@@ -74,12 +81,17 @@ LOGIT_BUFFERS = 6  # chunk-sized fp32 buffers alive in a logit chunk's backward
 OPTIMIZER_BYTES_PER_PARAM = 12  # fp32 gradient and Adam's two moments
 
 
+MLP_CHUNK_TOKENS = 4096  # positions an MLP chunk holds when the MLPs are tiled
+TILED_ATTR = "thinker_untiled_forward"  # on a tiled MLP: its forward before tiling
+
+
 @dataclass(frozen=True)
 class Checkpointing:
     """Which decoder layers recompute their activations in the backward pass."""
 
     every: int = 0  # every n-th layer, from the first (transformers' every_n_layers); 0: none
     offload: bool = False  # the checkpointed layers' inputs wait in pinned host memory
+    mlp_chunk: int = 0  # positions per MLP chunk, each recomputed on its own; 0: whole MLPs
 
     def layers(self, total: int) -> int:
         """How many of `total` layers are checkpointed."""
@@ -89,7 +101,8 @@ class Checkpointing:
         if self.every == 0:
             return "no gradient checkpointing"
         where = " with their inputs offloaded to host memory" if self.offload else ""
-        return f"gradient checkpointing on {self.layers(total)} of {total} layers{where}"
+        tiled = f", each MLP in chunks of {self.mlp_chunk:,} positions" if self.mlp_chunk else ""
+        return f"gradient checkpointing on {self.layers(total)} of {total} layers{where}{tiled}"
 
 
 NO_CHECKPOINTING = Checkpointing()
@@ -154,9 +167,31 @@ def bytes_per_token(
         checkpointed = Checkpointing(every=1) if checkpointed else NO_CHECKPOINTING
     # A recomputed layer's backward pass: its activations and their gradients, at most as
     # large again, and the MLP's two intermediate gradients (calibrated on an H100 at 131,072
-    # and 262,144 tokens; docs/benchmarks.md).
+    # and 262,144 tokens; docs/benchmarks.md). Tiled, the MLP's part is a chunk's, fixed
+    # (`tiled_mlp_bytes`); the MLP's output and its gradient stay whole.
     recompute = 2 * layer + 2 * s * i
+    if checkpointed.mlp_chunk:
+        recompute = 2 * (layer - _mlp_bytes(shape, dtype_bytes, fp32_adapter_inputs)) + 2 * s * h
     return _layers_peak(shape.layers, checkpointed, layer, recompute, s * h) + 4 * h + s * h
+
+
+def _mlp_bytes(shape: ModelShape, dtype_bytes: int, fp32_adapter_inputs: bool) -> int:
+    """Per token, what a layer's MLP keeps: SwiGLU's three intermediates and the down
+    projection's adapter input."""
+    i, s = shape.intermediate, dtype_bytes
+    return 3 * s * i + (4 if fp32_adapter_inputs else s) * i
+
+
+def tiled_mlp_bytes(
+    shape: ModelShape, dtype_bytes: int, fp32_adapter_inputs: bool, chunk: int
+) -> int:
+    """A tiled MLP's chunk in its backward pass: its activations, their gradients and the
+    intermediate gradients, for `chunk` positions."""
+    return (
+        2
+        * chunk
+        * (_mlp_bytes(shape, dtype_bytes, fp32_adapter_inputs) + dtype_bytes * shape.intermediate)
+    )
 
 
 def _layers_peak(
@@ -269,7 +304,17 @@ class Estimate:
             choices += partial
         if device.type == "cuda" and self.selective:
             choices.append(Checkpointing(every=1, offload=True))
+            choices.append(Checkpointing(every=1, offload=True, mlp_chunk=MLP_CHUNK_TOKENS))
         return choices
+
+    def fixed_with(self, checkpointing: Checkpointing) -> int:
+        """`fixed`, and a tiled MLP's chunk when the MLPs are tiled."""
+        if not checkpointing.mlp_chunk:
+            return self.fixed
+        chunk = tiled_mlp_bytes(
+            self.shape, self.dtype_bytes, self.fp32_adapter_inputs, checkpointing.mlp_chunk
+        )
+        return self.fixed + chunk
 
 
 def estimate(model: PreTrainedModel | PeftModel, placement: Placement) -> Estimate:
@@ -285,7 +330,9 @@ def estimate(model: PreTrainedModel | PeftModel, placement: Placement) -> Estima
 
 def use_checkpointing(model: torch.nn.Module, checkpointing: Checkpointing) -> None:
     """Turn transformers' gradient checkpointing on `model`'s layers on or off, as chosen
-    (`model` a transformers model; the newer names first, the older where they are missing)."""
+    (`model` a transformers model; the newer names first, the older where they are missing),
+    and the MLPs' tiling."""
+    tile_mlps(model, checkpointing.mlp_chunk)
     if checkpointing.every == 0:
         _method(model, "activation_checkpointing_disable", "gradient_checkpointing_disable")()
         return
@@ -295,6 +342,38 @@ def use_checkpointing(model: torch.nn.Module, checkpointing: Checkpointing) -> N
         return
     enable = _method(model, "activation_checkpointing_enable")
     enable(kwargs, every_n_layers=checkpointing.every, offload=checkpointing.offload)
+
+
+def tile_mlps(model: torch.nn.Module, chunk: int) -> None:
+    """Run each decoder layer's MLP (the modules named `mlp`) in chunks of `chunk` positions,
+    each under PyTorch's activation checkpointing, so that only one chunk's intermediate
+    activations exist at once in the forward and the backward pass; `chunk` 0 restores the
+    MLPs. An MLP acts on each position alone, so the chunks' outputs are the MLP's output
+    (the idea of DeepSpeed's and Liger's TiledMLP, on `torch.utils.checkpoint`)."""
+    for name, mlp in model.named_modules():
+        if not name.endswith(".mlp"):
+            continue
+        untiled = mlp.__dict__.get(TILED_ATTR)
+        if untiled is not None:  # back to the forward it had (the class's, or Liger's)
+            del mlp.__dict__[TILED_ATTR]
+            if untiled is _CLASS_FORWARD:
+                mlp.__dict__.pop("forward", None)
+            else:
+                mlp.forward = untiled
+        if chunk:
+            forward = mlp.__dict__.get("forward", _CLASS_FORWARD)
+            mlp.__dict__[TILED_ATTR] = forward
+            mlp.forward = functools.partial(_tiled_forward, mlp.forward, chunk)
+
+
+_CLASS_FORWARD = object()  # marks an MLP whose forward was its class's, not the instance's
+
+
+def _tiled_forward(forward: Callable[[Tensor], Tensor], chunk: int, x: Tensor) -> Tensor:
+    if not torch.is_grad_enabled() or x.shape[-2] <= chunk:
+        return forward(x)
+    parts = [checkpoint(forward, part, use_reentrant=False) for part in x.split(chunk, dim=-2)]
+    return torch.cat(parts, dim=-2)
 
 
 def _method(model: torch.nn.Module, *names: str) -> Callable[..., None]:
@@ -350,7 +429,7 @@ def budget_of(
     fitting = [c for c in choices if max(MIN_TOKENS, _holds(known, c, usable)) >= longest]
     checkpointing = fitting[0] if fitting else max(choices, key=lambda c: _holds(known, c, usable))
     per_token = known.per_token_with(checkpointing)
-    tokens = max(MIN_TOKENS, usable // per_token)
+    tokens = max(MIN_TOKENS, (usable - known.fixed_with(checkpointing) + fixed) // per_token)
     note = " (the minimum)" if tokens == MIN_TOKENS else ""
     if device.type != "cuda" and tokens > CPU_MAX_TOKENS:
         tokens, note = CPU_MAX_TOKENS, " (the CPU cap)"
@@ -383,7 +462,9 @@ def budget_of(
 def _holds(known: Estimate, checkpointing: Checkpointing, usable: int) -> int:
     """The tokens one pass may hold with `checkpointing` in `usable` bytes of device memory
     (offloaded inputs also need room in host memory)."""
-    tokens = usable // known.per_token_with(checkpointing)
+    tokens = (usable - known.fixed_with(checkpointing) + known.fixed) // known.per_token_with(
+        checkpointing
+    )
     if checkpointing.offload:
         s, h = known.dtype_bytes, known.shape.hidden
         host = int(available_ram() * (1 - MARGIN_FRACTION))

@@ -7,6 +7,7 @@ thread in submission order. Gradients accumulate across `forward_backward` calls
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 from collections.abc import Mapping, Sequence
@@ -302,12 +303,16 @@ class LocalTrainingClient:
             passes = self._passes(data, graph)
             for start, end in passes:
                 self._mark_roomy(data[start:end])
-                part = self._logprobs(data[start:end])
-                loss = torch.stack(
-                    [fn(lp, inputs[start + j], config) for j, lp in enumerate(part)]
-                ).sum()
-                if backward:
-                    loss.backward()
+                # Tiled MLPs run eagerly: compiled layers would trace their checkpointed
+                # chunks into one graph, whose memory Inductor plans instead.
+                tiled = fast.eager() if self._checkpointing.mlp_chunk else contextlib.nullcontext()
+                with tiled:
+                    part = self._logprobs(data[start:end])
+                    loss = torch.stack(
+                        [fn(lp, inputs[start + j], config) for j, lp in enumerate(part)]
+                    ).sum()
+                    if backward:
+                        loss.backward()
                 logprobs += [lp.detach() for lp in part]
                 total += loss.detach()
         return _output(logprobs, {"loss:sum": float(total)})
