@@ -169,6 +169,29 @@ def test_checkpoints_are_atomic_and_never_overwritten(service, tmp_path: Path) -
         service.create_sampling_client(model_path="thinker://only-run")
 
 
+def test_the_sdks_second_argument_is_a_ttl_and_never_overwrites(service, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`save_state("a", 3600)` is the tinker SDK's `ttl_seconds=3600`: local checkpoints do not
+    expire, so it is refused, and the existing checkpoint "a" stays as it was (it used to be
+    read as overwrite=3600 and replaced). `user_metadata` is kept with the checkpoint."""
+    from thinker.engine.local import checkpoints
+
+    tc, _ = _trained(service, steps=1)
+    path = tc.save_state("a", user_metadata={"purpose": "test"}).result().path
+    directory = checkpoints.resolve(path, tmp_path)
+    before = checkpoints.read_meta(directory)
+    assert before["user_metadata"] == {"purpose": "test"}
+    tc.optim_step(types.AdamParams(learning_rate=1e-2)).result()  # the step moves on
+    for save in (tc.save_state, tc.save_weights_for_sampler):
+        with pytest.raises(ConfigError, match="ttl_seconds=3600: local checkpoints do not expire"):
+            save("a", 3600)
+    assert checkpoints.read_meta(directory) == before
+    replaced = tc.save_state("a", overwrite=True).result().path
+    assert (
+        checkpoints.read_meta(checkpoints.resolve(replaced, tmp_path))["created"]
+        > before["created"]
+    )
+
+
 def test_calls_are_futures_that_run_in_submission_order(service) -> None:  # type: ignore[no-untyped-def]
     """Submitting three steps before awaiting any gives exactly the losses of awaiting each."""
 

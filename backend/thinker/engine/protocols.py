@@ -103,11 +103,16 @@ class TrainingClient(Protocol):
         """One AdamW step with these settings; the gradients are then cleared."""
         ...
 
-    def save_state(self, name: str) -> APIFuture[types.SaveWeightsResponse]:
-        """Weights and optimizer state, as `<scheme>://<run>/weights/<name>`."""
+    def save_state(
+        self, name: str, ttl_seconds: int | None = None
+    ) -> APIFuture[types.SaveWeightsResponse]:
+        """Weights and optimizer state, as `<scheme>://<run>/weights/<name>` (the SDK's
+        argument order: the second is a time to live)."""
         ...
 
-    def save_weights_for_sampler(self, name: str) -> APIFuture[types.SaveWeightsForSamplerResponse]:
+    def save_weights_for_sampler(
+        self, name: str, ttl_seconds: int | None = None
+    ) -> APIFuture[types.SaveWeightsForSamplerResponse]:
         """The weights alone, as `<scheme>://<run>/sampler_weights/<name>`."""
         ...
 

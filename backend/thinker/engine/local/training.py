@@ -111,22 +111,38 @@ class LocalTrainingClient:
         return self._executor.submit(self._run_optim_step, optim_params or types.AdamParams())
 
     def save_state(
-        self, name: str, overwrite: bool = False
+        self,
+        name: str,
+        ttl_seconds: int | None = None,
+        overwrite: bool = False,
+        user_metadata: dict[str, str] | None = None,
     ) -> EngineFuture[types.SaveWeightsResponse]:
-        """Adapter, optimizer state and step, as `thinker://<run>/weights/<name>`."""
+        """Adapter, optimizer state and step, as `thinker://<run>/weights/<name>`. The
+        arguments are the tinker SDK's, in its order (`save_state("x", 3600)` is a TTL, never
+        an overwrite); `user_metadata` is kept in the checkpoint's metadata."""
         checkpoints.check_name(name)
+        _no_ttl(ttl_seconds)
         return self._executor.submit(
-            lambda: types.SaveWeightsResponse(path=self._save(name, "weights", overwrite))
+            lambda: types.SaveWeightsResponse(
+                path=self._save(name, "weights", overwrite, user_metadata)
+            )
         )
 
     def save_weights_for_sampler(
-        self, name: str, overwrite: bool = False
+        self,
+        name: str,
+        ttl_seconds: int | None = None,
+        user_metadata: dict[str, str] | None = None,
+        *,
+        overwrite: bool = False,
     ) -> EngineFuture[types.SaveWeightsForSamplerResponse]:
-        """The adapter alone (PEFT format), as `thinker://<run>/sampler_weights/<name>`."""
+        """The adapter alone (PEFT format), as `thinker://<run>/sampler_weights/<name>`; the
+        arguments as `save_state`'s."""
         checkpoints.check_name(name)
+        _no_ttl(ttl_seconds)
         return self._executor.submit(
             lambda: types.SaveWeightsForSamplerResponse(
-                path=self._save(name, "sampler_weights", overwrite)
+                path=self._save(name, "sampler_weights", overwrite, user_metadata)
             )
         )
 
@@ -401,7 +417,13 @@ class LocalTrainingClient:
         metrics = {"grad_norm": float(grad_norm), "param_norm": float(param_norm)}
         return types.OptimStepResponse(metrics={**metrics, "learning_rate": params.learning_rate})
 
-    def _save(self, name: str, kind: checkpoints.CheckpointKind, overwrite: bool) -> str:
+    def _save(
+        self,
+        name: str,
+        kind: checkpoints.CheckpointKind,
+        overwrite: bool,
+        user_metadata: dict[str, str] | None = None,
+    ) -> str:
         """Write the checkpoint `name` of `kind`; its thinker:// path."""
         path = CheckpointPath(self.run_id, kind, name)
         meta = {
@@ -411,6 +433,8 @@ class LocalTrainingClient:
             "created": time.time(),
             **asdict(self.spec),
         }
+        if user_metadata:
+            meta["user_metadata"] = dict(user_metadata)
 
         def write(tmp: Path) -> None:
             self._model.save_pretrained(str(tmp), save_embedding_layers=False)
@@ -446,6 +470,16 @@ class LocalTrainingClient:
             )
             self._optimizer.load_state_dict(optim_state)
             self._step = int(meta["step"])
+
+
+def _no_ttl(ttl_seconds: int | None) -> None:
+    """Local checkpoints do not expire: a TTL is refused rather than silently dropped."""
+    if ttl_seconds is not None:
+        raise ConfigError(
+            f"ttl_seconds={ttl_seconds!r}: local checkpoints do not expire; pass None (the "
+            "tinker SDK's second argument of save_state is ttl_seconds; to replace an "
+            "existing checkpoint pass overwrite=True by name)"
+        )
 
 
 def compiled_without_dropout(model: torch.nn.Module) -> bool:
