@@ -63,9 +63,9 @@ def _flip(path: Path) -> None:
 
 
 def _resume(run: Path, state_path: str) -> None:
-    ServiceClient("local", storage_dir=run).create_training_client_from_state_with_optimizer(
-        state_path
-    ).result()
+    ServiceClient(
+        backend="local", storage_dir=run
+    ).create_training_client_from_state_with_optimizer(state_path).result()
 
 
 def test_every_file_is_in_the_manifest_and_sha256sum_agrees(run: Path) -> None:
@@ -105,11 +105,11 @@ def test_a_truncated_optimizer_state_is_refused_by_name(run: Path) -> None:
 def test_a_damaged_sampler_checkpoint_gives_no_sampler(run: Path) -> None:
     """A damaged adapter used to load silently and sample garbage with NaN logprobs."""
     sampler_path = _last(run)["sampler_path"]
-    service = ServiceClient("local", storage_dir=run)
+    service = ServiceClient(backend="local", storage_dir=run)
     assert service.create_sampling_client(model_path=sampler_path).result() is not None
     _flip(checkpoints.resolve(sampler_path, run) / "adapter_model.safetensors")
     with pytest.raises(DamagedError, match="adapter_model.safetensors"):
-        ServiceClient("local", storage_dir=run).create_sampling_client(
+        ServiceClient(backend="local", storage_dir=run).create_sampling_client(
             model_path=sampler_path
         ).result()
     (checkpoints.resolve(sampler_path, run) / "adapter_config.json").unlink()
@@ -144,7 +144,7 @@ def test_a_full_disk_while_saving_says_so_and_leaves_nothing(run: Path, tmp_path
     """The state checkpoint (adapter + Adam's two moments) does not fit in 256 KiB: torch
     used to say `unexpected pos ... vs ...`."""
     with tmpfs(tmp_path / "small", "256k") as storage:
-        service = ServiceClient("local", storage_dir=storage)
+        service = ServiceClient(backend="local", storage_dir=storage)
         client = service.create_lora_training_client("thinker/tiny", rank=32, seed=0).result()
         with pytest.raises(StorageError) as caught:
             client.save_state("000007").result()

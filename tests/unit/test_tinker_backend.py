@@ -35,6 +35,7 @@ class Request:
     method: str
     path: str
     headers: dict[str, str]
+    body: bytes = b""
 
 
 @dataclass
@@ -68,8 +69,8 @@ def _handler(fake: FakeTinker) -> type[BaseHTTPRequestHandler]:
 
         def _handle(self) -> None:
             length = int(self.headers.get("content-length") or 0)
-            self.rfile.read(length)
-            fake.requests.append(Request(self.command, self.path, dict(self.headers.items())))
+            body = self.rfile.read(length)
+            fake.requests.append(Request(self.command, self.path, dict(self.headers.items()), body))
             if fake.dark.is_set():
                 self.close_connection = True  # gone: drop the connection without an answer
                 return
@@ -241,7 +242,9 @@ def test_sdk_really_sends_and_the_key_never_leaks(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    service = thinker.ServiceClient("tinker", base_url=fake_tinker.url, api_key=KEY, timeout_s=2)
+    service = thinker.ServiceClient(
+        backend="tinker", base_url=fake_tinker.url, api_key=KEY, timeout_s=2
+    )
     assert fake_tinker.requests == []  # construction sends nothing
 
     error, elapsed = _fails(service.create_lora_training_client(MODEL, rank=8))
@@ -297,7 +300,9 @@ def test_service_lost_during_creation_fails_within_the_bound(
     """A session opens for real, then the service drops every connection while the sampling
     client is being created: the SDK would keep retrying; the re-probe ends the wait."""
     caplog.set_level(logging.DEBUG)
-    service = thinker.ServiceClient("tinker", base_url=fake_tinker.url, api_key=KEY, timeout_s=1)
+    service = thinker.ServiceClient(
+        backend="tinker", base_url=fake_tinker.url, api_key=KEY, timeout_s=1
+    )
     error, elapsed = _fails(service.create_sampling_client(base_model=MODEL))
     assert elapsed < 4
     paths = fake_tinker.paths()
@@ -317,3 +322,23 @@ def test_facade_env_black_hole(monkeypatch: pytest.MonkeyPatch, black_hole_url: 
     )
     assert 0.9 < elapsed < 3
     assert f"Tinker service at {black_hole_url} is not reachable within 1 s" in str(error)
+
+
+@pytest.mark.parametrize("fake_tinker", ["serve"], indirect=True)
+def test_the_sdks_own_arguments_reach_the_sdk(fake_tinker: FakeTinker) -> None:
+    """`thinker.ServiceClient` takes `tinker.ServiceClient`'s arguments and hands them to the
+    SDK: the session the SDK opens carries the user metadata; the creation future also serves,
+    deprecated, as the client, as the SDK's does."""
+    service = thinker.ServiceClient(
+        {"team": "thinker-tests"},
+        backend="tinker",
+        base_url=fake_tinker.url,
+        api_key=KEY,
+        timeout_s=5,
+    )
+    future = service.create_sampling_client(base_model=MODEL)
+    with pytest.warns(FutureWarning, match="deprecated"):
+        assert future.get_base_model() == MODEL
+    (session,) = [r for r in fake_tinker.requests if r.path == "/api/v1/create_session"]
+    assert json.loads(session.body)["user_metadata"] == {"team": "thinker-tests"}
+    service._impl.close()  # type: ignore[attr-defined]

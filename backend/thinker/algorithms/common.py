@@ -69,8 +69,8 @@ def prepare_run(
 
 def make_service(config: LoopConfig, run_dir: Path) -> ServiceClient:
     if config.backend == "tinker":
-        return ServiceClient("tinker")
-    return ServiceClient("local", storage_dir=run_dir, quantization=config.quantization)
+        return ServiceClient(backend="tinker")
+    return ServiceClient(backend="local", storage_dir=run_dir, quantization=config.quantization)
 
 
 async def start_or_resume(

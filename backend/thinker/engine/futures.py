@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
@@ -37,6 +38,25 @@ class EngineFuture(Generic[T]):
         future: Future[T] = Future()
         future.set_result(value)
         return cls(future)
+
+
+class ClientFuture(EngineFuture[T]):
+    """The future of a client-creation call, which also serves, deprecated, as the client:
+    the tinker SDK's futures do (`BackcompatTrainingClientFuture`), and code written for it
+    calls methods on them directly. Any public attribute the future lacks is read from the
+    finished client, with the SDK's FutureWarning."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        warnings.warn(
+            f"Reading `.{name}` from the future returned by a client-creation method is "
+            "deprecated (as in the tinker SDK): call .result() on the future, or await it, "
+            "to get the client first.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return getattr(self.result(), name)
 
 
 class OrderedExecutor:

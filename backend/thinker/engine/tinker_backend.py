@@ -25,7 +25,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, wait
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import tinker
@@ -65,7 +65,11 @@ class TinkerServiceClient:
         base_url: str | None = None,
         api_key: str | None = None,
         timeout_s: float | None = None,
+        sdk_kwargs: dict[str, Any] | None = None,
     ) -> None:
+        """`sdk_kwargs`: the rest of `tinker.ServiceClient`'s arguments (user_metadata,
+        project_id, display_name, default_headers_overrides, its client's keywords)."""
+        self._sdk_kwargs = dict(sdk_kwargs or {})
         self._api_key = _resolve_api_key(api_key)
         self.base_url = _resolve_base_url(base_url)
         self.timeout_s = _resolve_timeout(timeout_s)
@@ -85,8 +89,10 @@ class TinkerServiceClient:
         train_mlp: bool = True,
         train_attn: bool = True,
         train_unembed: bool = True,
+        **sdk_kwargs: Any,
     ) -> EngineFuture[tinker.TrainingClient]:
-        """A new LoRA adapter on `base_model`; the future gives the SDK's `TrainingClient`."""
+        """A new LoRA adapter on `base_model`; the future gives the SDK's `TrainingClient`.
+        `sdk_kwargs`: the SDK's other arguments (user_metadata, optimizer)."""
         return self._create(
             "a LoRA training client",
             lambda sdk: sdk.create_lora_training_client(
@@ -96,32 +102,37 @@ class TinkerServiceClient:
                 train_mlp=train_mlp,
                 train_attn=train_attn,
                 train_unembed=train_unembed,
+                **sdk_kwargs,
             ),
         )
 
-    def create_training_client_from_state(self, path: str) -> EngineFuture[tinker.TrainingClient]:
+    def create_training_client_from_state(
+        self, path: str, **sdk_kwargs: Any
+    ) -> EngineFuture[tinker.TrainingClient]:
         """A training client with the weights of `path`, fresh optimizer."""
         return self._create(
             "a training client from state",
-            lambda sdk: sdk.create_training_client_from_state(path),
+            lambda sdk: sdk.create_training_client_from_state(path, **sdk_kwargs),
         )
 
     def create_training_client_from_state_with_optimizer(
-        self, path: str
+        self, path: str, **sdk_kwargs: Any
     ) -> EngineFuture[tinker.TrainingClient]:
         """A training client with the weights and optimizer state of `path`."""
         return self._create(
             "a training client from state with optimizer",
-            lambda sdk: sdk.create_training_client_from_state_with_optimizer(path),
+            lambda sdk: sdk.create_training_client_from_state_with_optimizer(path, **sdk_kwargs),
         )
 
     def create_sampling_client(
-        self, model_path: str | None = None, base_model: str | None = None
+        self, model_path: str | None = None, base_model: str | None = None, **sdk_kwargs: Any
     ) -> EngineFuture[tinker.SamplingClient]:
         """A sampling client of sampler weights or of a base model."""
         return self._create(
             "a sampling client",
-            lambda sdk: sdk.create_sampling_client(model_path=model_path, base_model=base_model),
+            lambda sdk: sdk.create_sampling_client(
+                model_path=model_path, base_model=base_model, **sdk_kwargs
+            ),
         )
 
     def close(self) -> None:
@@ -209,7 +220,9 @@ class TinkerServiceClient:
         with self._sdk_lock:
             if self._sdk is None:
                 self._sdk = tinker.ServiceClient(
-                    base_url=self.base_url, api_key=self._api_key.get_secret_value()
+                    base_url=self.base_url,
+                    api_key=self._api_key.get_secret_value(),
+                    **self._sdk_kwargs,
                 )
             return self._sdk
 

@@ -280,9 +280,9 @@ def run_evaluation(
 
     async def go() -> dict[str, float]:
         if final.backend == "local":
-            service = ServiceClient("local", storage_dir=storage_dir)
+            service = ServiceClient(backend="local", storage_dir=storage_dir)
         else:
-            service = ServiceClient("tinker")
+            service = ServiceClient(backend="tinker")
         if sampler_path is not None:
             client = await service.create_sampling_client(model_path=sampler_path)
         else:

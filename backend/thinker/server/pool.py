@@ -445,7 +445,7 @@ def _tinker_sampling_client(ref: ModelRef, settings: Settings) -> Any:
             f"model {ref.key!r} lives on Tinker, and this server has no Tinker API key: "
             "store one in the settings (or start the server with TINKER_API_KEY set)"
         )
-    service = ServiceClient("tinker", api_key=key)  # None: TINKER_API_KEY
+    service = ServiceClient(backend="tinker", api_key=key)  # None: TINKER_API_KEY
     return service.create_sampling_client(model_path=ref.sampler_path).result()
 
 
