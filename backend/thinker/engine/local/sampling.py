@@ -73,6 +73,7 @@ class SharedWeights:
     # needed (an RL step samples its whole batch before the next optimizer step).
     version: int | None = None
     current_version: Callable[[], int] | None = None
+    live: bool = False  # the live weights, whatever they become (an "inflight" sampler)
 
 
 class LocalSamplingClient:
@@ -106,6 +107,11 @@ class LocalSamplingClient:
         num_samples: int,
         sampling_params: types.SamplingParams,
         include_prompt_logprobs: bool = False,
+        topk_prompt_logprobs: int = 0,
+        topk_sample_logprobs: int = 0,
+        target_prompt_logprobs: types.TensorData | None = None,
+        prompt_alt_tokens_k: int = 0,
+        prompt_logprobs_last_n: int | None = None,
     ) -> EngineFuture[types.SampleResponse]:
         """`num_samples` completions of `prompt`, each with its sampled tokens' logprobs.
 
@@ -115,6 +121,13 @@ class LocalSamplingClient:
         """
         if num_samples < 1:
             raise ConfigError(f"num_samples must be at least 1, got {num_samples}")
+        _not_yet(
+            topk_prompt_logprobs=(topk_prompt_logprobs, 0),
+            topk_sample_logprobs=(topk_sample_logprobs, 0),
+            target_prompt_logprobs=(target_prompt_logprobs, None),
+            prompt_alt_tokens_k=(prompt_alt_tokens_k, 0),
+            prompt_logprobs_last_n=(prompt_logprobs_last_n, None),
+        )
         return self._enqueue(
             _SampleCall(
                 prompt.to_ints(), num_samples, sampling_params, include_prompt_logprobs, Future()
@@ -153,13 +166,53 @@ class LocalSamplingClient:
             )
         )
 
-    def compute_logprobs(self, prompt: types.ModelInput) -> EngineFuture[list[float | None]]:
+    async def sample_async(
+        self,
+        prompt: types.ModelInput,
+        num_samples: int,
+        sampling_params: types.SamplingParams,
+        include_prompt_logprobs: bool = False,
+        topk_prompt_logprobs: int = 0,
+        topk_sample_logprobs: int = 0,
+        target_prompt_logprobs: types.TensorData | None = None,
+        prompt_alt_tokens_k: int = 0,
+        prompt_logprobs_last_n: int | None = None,
+    ) -> types.SampleResponse:
+        """`sample`, awaited: the response itself (as the SDK's `sample_async`)."""
+        return await self.sample(
+            prompt,
+            num_samples,
+            sampling_params,
+            include_prompt_logprobs,
+            topk_prompt_logprobs,
+            topk_sample_logprobs,
+            target_prompt_logprobs,
+            prompt_alt_tokens_k,
+            prompt_logprobs_last_n,
+        )
+
+    async def compute_logprobs_async(
+        self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
+    ) -> list[float | None]:
+        return await self.compute_logprobs(prompt, prompt_logprobs_last_n)
+
+    async def get_base_model_async(self) -> str:
+        return self._base_model
+
+    def get_telemetry(self) -> None:
+        """The SDK's telemetry handle; the local engine sends none."""
+        return None
+
+    def compute_logprobs(
+        self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
+    ) -> EngineFuture[list[float | None]]:
         """log p(token i | tokens before i) for every token of `prompt`; None at position 0.
 
         Requests made before the first of them runs are computed together, in batches of up
         to LOGPROB_BATCH_TOKENS (DPO asks for every pair's reference at once). A sampling
         client's weights never change, so batching cannot change an answer.
         """
+        _not_yet(prompt_logprobs_last_n=(prompt_logprobs_last_n, None))
         future: Future[list[float | None]] = Future()
         with self._pending_lock:
             self._pending.append((prompt.to_ints(), future))
@@ -203,6 +256,8 @@ class LocalSamplingClient:
         if self._shared is None:
             return fn(*args)
         model, shared = self._shared.model, self._shared
+        if shared.live:
+            return fn(*args)
         if shared.adapter is None:
             with model.disable_adapter():
                 return fn(*args)
@@ -579,6 +634,17 @@ def _ends_with_stop_string(
     tail = tokenizer.decode(tokens[-window:], skip_special_tokens=False)
     before = tokenizer.decode(tokens[-window:-1], skip_special_tokens=False)
     return any(s in tail and s not in before for s in strings)
+
+
+def _not_yet(**given: tuple[object, object]) -> None:
+    """Refuse SDK options the local sampler does not compute yet (each `name=(value,
+    default)`), rather than answer without them."""
+    for name, (value, default) in given.items():
+        if value != default:
+            raise ConfigError(
+                f"{name}={value!r}: the local sampler does not support it yet (leave it at "
+                f"{default!r})"
+            )
 
 
 def _random_seed() -> int:

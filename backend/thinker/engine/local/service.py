@@ -108,7 +108,8 @@ class LocalServiceClient:
             meta["train_unembed"],
         )
         client = self._training_client(spec)
-        client.load_state(path, with_optimizer=with_optimizer).result()
+        load = client.load_state_with_optimizer if with_optimizer else client.load_state
+        load(path).result()
         return client
 
     def _sampling_client(

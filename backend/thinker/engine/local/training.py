@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import torch
 from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
@@ -99,16 +100,35 @@ class LocalTrainingClient:
         return self._executor.submit(self._run_loss, data, loss_fn, loss_fn_config, True)
 
     def forward_backward_custom(
-        self, data: list[types.Datum], loss_fn: CustomLossFn
+        self,
+        data: list[types.Datum],
+        loss_fn: CustomLossFn,
+        *,
+        loss_type_input: Literal["logprobs"] | None = None,
     ) -> EngineFuture[types.ForwardBackwardOutput]:
-        """`loss_fn(data, logprobs_list) -> (loss, metrics)`, differentiated through the model."""
+        """`loss_fn(data, logprobs_list) -> (loss, metrics)`, differentiated through the model
+        (`loss_type_input`: the SDK's name for what the function reads; logprobs, the only
+        kind)."""
+        if loss_type_input not in (None, "logprobs"):
+            raise ConfigError(f"loss_type_input must be 'logprobs', got {loss_type_input!r}")
         return self._executor.submit(self._run_custom, data, loss_fn)
 
     def optim_step(
-        self, optim_params: types.AdamParams | None = None
+        self,
+        optim_params: types.AdamParams | None = None,
+        *,
+        adam_params: types.AdamParams | None = None,
     ) -> EngineFuture[types.OptimStepResponse]:
-        """One AdamW step with these hyperparameters, then the gradients are cleared."""
-        return self._executor.submit(self._run_optim_step, optim_params or types.AdamParams())
+        """One AdamW step with these hyperparameters, then the gradients are cleared (the
+        SDK's two spellings: `optim_step(params)` or `optim_step(adam_params=params)`)."""
+        if optim_params is not None and adam_params is not None:
+            raise ConfigError("optim_step takes optim_params or adam_params, not both")
+        params = optim_params if optim_params is not None else adam_params
+        if params is not None and not isinstance(params, types.AdamParams):
+            raise ConfigError(
+                f"optim_step: the local engine's optimizer is AdamW; got {type(params).__name__}"
+            )
+        return self._executor.submit(self._run_optim_step, params or types.AdamParams())
 
     def save_state(
         self,
@@ -147,26 +167,53 @@ class LocalTrainingClient:
         )
 
     def save_weights_and_get_sampling_client(
-        self, name: str | None = None
+        self,
+        name: str | None = None,
+        retry_config: Any = None,
+        record_stability_info: bool = False,
+        kind: types.SamplingClientKind = "snapshot",
     ) -> EngineFuture[LocalSamplingClient]:
         """A sampler frozen at the current weights; saved as sampler weights if `name` is given.
 
         Without a name the snapshot is ephemeral, as on Tinker: it lives in memory only (the
-        RL loop takes one per step) and its `model_path` is None.
+        RL loop takes one per step) and its `model_path` is None. `kind="inflight"` gives a
+        sampler of the live weights instead, which follows every later optimizer step.
+        `retry_config` and `record_stability_info` are the SDK's client-side options (unused
+        locally).
         """
+        if kind not in ("snapshot", "inflight"):
+            raise ConfigError(f"kind must be 'snapshot' or 'inflight', got {kind!r}")
+        live = kind == "inflight"
         if name is None:
-            return self._executor.submit(lambda: self._snapshot_client(None))
+            return self._executor.submit(lambda: self._snapshot_client(None, live))
         checkpoints.check_name(name)
         saved = self._executor.submit(self._save, name, "sampler_weights", False)
-        return self._executor.submit(lambda: self._snapshot_client(saved.result()))
+        return self._executor.submit(lambda: self._snapshot_client(saved.result(), live))
 
-    def _snapshot_client(self, model_path: str | None) -> LocalSamplingClient:
+    def create_sampling_client(
+        self, model_path: str, retry_config: Any = None, record_stability_info: bool = False
+    ) -> EngineFuture[LocalSamplingClient]:
+        """A sampler of saved sampler weights of this client's shape, on this client's model
+        (no second copy of the base weights)."""
+        directory = checkpoints.resolve(model_path, self._storage_dir)
+        checkpoints.verify(directory)
+        meta = checkpoints.read_meta(directory)
+        if meta.get("base_model") != self.spec.base_model:
+            raise ConfigError(
+                f"{model_path} adapts {meta.get('base_model')!r}, not this client's "
+                f"{self.spec.base_model!r}"
+            )
+        adapter = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
+        return EngineFuture.completed(self.shared_sampling_client(model_path, adapter))
+
+    def _snapshot_client(self, model_path: str | None, live: bool = False) -> LocalSamplingClient:
         shared = SharedWeights(
             self._model,
             self._executor,
-            self._adapter_snapshot(),
+            None if live else self._adapter_snapshot(),
             self._version,
             lambda: self._version,
+            live=live,
         )
         return LocalSamplingClient(
             self._model,
@@ -191,9 +238,18 @@ class LocalTrainingClient:
             shared,
         )
 
-    def load_state(self, path: str, with_optimizer: bool = False) -> EngineFuture[None]:
-        """Replace the adapter (and optionally optimizer and step) with a saved state."""
-        return self._executor.submit(self._load, path, with_optimizer)
+    def load_state(
+        self, path: str, weights_access_token: str | None = None
+    ) -> EngineFuture[types.LoadWeightsResponse]:
+        """Replace the adapter with a saved state's; the optimizer state stays as it is.
+        `weights_access_token` (another owner's weights on Tinker) is unused locally."""
+        return self._executor.submit(self._load, path, False)
+
+    def load_state_with_optimizer(
+        self, path: str, weights_access_token: str | None = None
+    ) -> EngineFuture[types.LoadWeightsResponse]:
+        """Replace the adapter, the optimizer state and the step with a saved state's."""
+        return self._executor.submit(self._load, path, True)
 
     def get_tokenizer(self) -> PreTrainedTokenizerBase:
         return self._tokenizer
@@ -212,6 +268,95 @@ class LocalTrainingClient:
             lora_rank=self.spec.rank,
             model_name=self.spec.base_model,
         )
+
+    def get_console_url(self) -> str:
+        """The SDK's link to Tinker's console; a local run has none ("")."""
+        return ""
+
+    def get_telemetry(self) -> None:
+        """The SDK's telemetry handle; the local engine sends none."""
+        return None
+
+    # The SDK's `_async` twins: the submitting ones give the future (await it again, or its
+    # `result_async()`, for the value), the others the value itself, as in tinker 0.38.
+    async def forward_async(
+        self,
+        data: list[types.Datum],
+        loss_fn: str,
+        loss_fn_config: Mapping[str, float] | None = None,
+    ) -> EngineFuture[types.ForwardBackwardOutput]:
+        return self.forward(data, loss_fn, loss_fn_config)
+
+    async def forward_backward_async(
+        self,
+        data: list[types.Datum],
+        loss_fn: str,
+        loss_fn_config: Mapping[str, float] | None = None,
+    ) -> EngineFuture[types.ForwardBackwardOutput]:
+        return self.forward_backward(data, loss_fn, loss_fn_config)
+
+    async def forward_backward_custom_async(
+        self,
+        data: list[types.Datum],
+        loss_fn: CustomLossFn,
+        *,
+        loss_type_input: Literal["logprobs"] | None = None,
+    ) -> EngineFuture[types.ForwardBackwardOutput]:
+        return self.forward_backward_custom(data, loss_fn, loss_type_input=loss_type_input)
+
+    async def optim_step_async(
+        self,
+        optim_params: types.AdamParams | None = None,
+        *,
+        adam_params: types.AdamParams | None = None,
+    ) -> EngineFuture[types.OptimStepResponse]:
+        return self.optim_step(optim_params, adam_params=adam_params)
+
+    async def save_state_async(
+        self,
+        name: str,
+        ttl_seconds: int | None = None,
+        overwrite: bool = False,
+        user_metadata: dict[str, str] | None = None,
+    ) -> EngineFuture[types.SaveWeightsResponse]:
+        return self.save_state(name, ttl_seconds, overwrite, user_metadata)
+
+    async def save_weights_for_sampler_async(
+        self,
+        name: str,
+        ttl_seconds: int | None = None,
+        user_metadata: dict[str, str] | None = None,
+    ) -> EngineFuture[types.SaveWeightsForSamplerResponse]:
+        return self.save_weights_for_sampler(name, ttl_seconds, user_metadata)
+
+    async def load_state_async(
+        self, path: str, weights_access_token: str | None = None
+    ) -> EngineFuture[types.LoadWeightsResponse]:
+        return self.load_state(path, weights_access_token)
+
+    async def load_state_with_optimizer_async(
+        self, path: str, weights_access_token: str | None = None
+    ) -> EngineFuture[types.LoadWeightsResponse]:
+        return self.load_state_with_optimizer(path, weights_access_token)
+
+    async def save_weights_and_get_sampling_client_async(
+        self,
+        name: str | None = None,
+        retry_config: Any = None,
+        record_stability_info: bool = False,
+        kind: types.SamplingClientKind = "snapshot",
+    ) -> LocalSamplingClient:
+        return await self.save_weights_and_get_sampling_client(
+            name, retry_config, record_stability_info, kind
+        )
+
+    async def create_sampling_client_async(
+        self, model_path: str, retry_config: Any = None, record_stability_info: bool = False
+    ) -> LocalSamplingClient:
+        return await self.create_sampling_client(model_path, retry_config, record_stability_info)
+
+    async def get_info_async(self) -> types.GetInfoResponse:
+        return self.get_info()
 
     def memory_budget(self, longest: int = 0) -> memory.Budget:
         """How many tokens one forward/backward pass can hold in the memory free now, with
@@ -450,7 +595,7 @@ class LocalTrainingClient:
             for k, v in get_peft_model_state_dict(self._model, save_embedding_layers=False).items()
         }
 
-    def _load(self, path: str, with_optimizer: bool) -> None:
+    def _load(self, path: str, with_optimizer: bool) -> types.LoadWeightsResponse:
         directory = checkpoints.resolve(path, self._storage_dir)
         checkpoints.verify(directory)
         meta = checkpoints.read_meta(directory)
@@ -470,6 +615,7 @@ class LocalTrainingClient:
             )
             self._optimizer.load_state_dict(optim_state)
             self._step = int(meta["step"])
+        return types.LoadWeightsResponse(path=path)
 
 
 def _no_ttl(ttl_seconds: int | None) -> None:
