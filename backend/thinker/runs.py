@@ -30,7 +30,7 @@ class CheckpointRecord(BaseModel):
 
     name: str  # the engine's checkpoint name (`{step:06d}`)
     step: int
-    state_path: str  # weights + optimizer, to resume from (thinker:// or tinker://)
+    state_path: str  # weights + optimizer, to resume from (tinker:// (or the older tinker://))
     sampler_path: str | None = None  # the adapter alone, to sample from
     time: float = 0.0
     micro_batch_size: int | None = None  # how each step was split (a resume keeps it)

@@ -169,7 +169,7 @@ def test_list_filters_and_pages(client: TestClient, models: list[str]) -> None:
 def test_read_model_with_lineage(client: TestClient, models: list[str]) -> None:
     body = client.get(f"/api/models/{models[1]}").json()
     assert body["step"] == 3 and body["backend"] == "local" and body["lifecycle"] == "active"
-    assert body["sampler_path"].startswith("thinker://")
+    assert body["sampler_path"].startswith("tinker://")
     assert body["sampler_path"].endswith("/sampler_weights/000003")
     assert body["export"] is None
     lineage = body["lineage"]

@@ -114,7 +114,9 @@ def test_prompt_logprobs_and_compute_logprobs_agree(service) -> None:  # type: i
 def test_sampler_checkpoint_is_a_plain_peft_adapter(service, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     tc, datum = _trained(service)
     path = tc.save_weights_for_sampler("final").result().path
-    assert path == f"thinker://{tc.run_id}/sampler_weights/final"
+    assert path == f"tinker://{tc.run_id}/sampler_weights/final"
+    parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(path)  # the SDK's own parser
+    assert (parsed.training_run_id, parsed.checkpoint_type) == (tc.run_id, "sampler")
     directory = tmp_path / tc.run_id / "sampler_weights" / "final"
     assert (directory / "adapter_config.json").is_file()
     meta = json.loads((directory / "thinker_checkpoint.json").read_text())
@@ -164,6 +166,7 @@ def test_checkpoints_are_atomic_and_never_overwritten(service, tmp_path: Path) -
     with pytest.raises(CheckpointError, match="invalid checkpoint name"):
         tc.save_state("../escape")
     with pytest.raises(CheckpointError, match="no checkpoint"):
+        # the older thinker:// form still resolves (to nothing here)
         service.create_training_client_from_state(f"thinker://{tc.run_id}/weights/missing")
     with pytest.raises(CheckpointError, match="malformed"):
         service.create_sampling_client(model_path="thinker://only-run")

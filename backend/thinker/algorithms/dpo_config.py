@@ -25,7 +25,7 @@ class DPOConfig(LoopConfig):
 
     init_from: str | None = Field(
         None,
-        description="A training state (thinker://.../weights/...) to start from, typically an SL "
+        description="A training state (tinker://.../weights/...) to start from, typically an SL "
         "run's final state; null: a fresh adapter.",
     )
     # None: derived, the base model without init_from, else the starting weights, saved for

@@ -35,7 +35,7 @@ class LoopConfig(BaseModel):
     )
     init_from: str | None = Field(
         None,
-        description="A training state (thinker://.../weights/...) to start from; null: a fresh "
+        description="A training state (tinker://.../weights/...) to start from; null: a fresh "
         "adapter.",
     )
     eval_dataset: Path | None = Field(

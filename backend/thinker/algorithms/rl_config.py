@@ -25,7 +25,7 @@ class RLConfig(LoopConfig):
 
     init_from: str | None = Field(
         None,
-        description="A training state (thinker://.../weights/...) to start from, e.g. an SL "
+        description="A training state (tinker://.../weights/...) to start from, e.g. an SL "
         "warm start; null: a fresh adapter.",
     )
     dataset: Path = Field(

@@ -41,7 +41,7 @@ class ServiceClient:
         base_url: Tinker only; default `TINKER_BASE_URL`, else the hosted service.
         api_key: Tinker only; default `TINKER_API_KEY`. Never printed or logged.
         timeout_s: Tinker only; how long the first contact may take before a clear error.
-        storage_dir: local only; where `thinker://<run>/...` checkpoint paths live
+        storage_dir: local only; where `tinker://<run>/...` checkpoint paths live
             (default `$THINKER_STORAGE_DIR`, else `~/.thinker/storage`).
         device: local only; "cuda", "cpu" or None (CUDA when available).
         quantization: local only; None or "4bit" (QLoRA through bitsandbytes, CUDA only).

@@ -60,7 +60,7 @@ def checkpoint_dirs(runs_dir: Path, model: Model) -> list[Path]:
 
 
 def local_checkpoint(runs_dir: Path, model: Model, path: str) -> Path:
-    """The directory of one of `model`'s local checkpoints (`path` a thinker:// path).
+    """The directory of one of `model`'s local checkpoints (`path` a tinker:// path).
 
     Raises:
         NotFoundError: its files are gone.

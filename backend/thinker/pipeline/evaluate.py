@@ -273,7 +273,7 @@ def run_evaluation(
     config: PipelineConfig, storage_dir: Path, sampler_path: str | None, output: Path
 ) -> dict[str, float]:
     """Generate and score answers on the evaluation set with a checkpoint's sampler weights
-    (None: the base model). `storage_dir` is where the run's thinker:// paths live."""
+    (None: the base model). `storage_dir` is where the run's tinker:// paths live."""
     final, ev = config.final, config.evaluation
     conversations = eval_conversations(config)
     train_on_what, max_length = eval_rendering(final)

@@ -13,7 +13,7 @@ policy's (`judge_eval`: `eval_win_rate_vs_<previous stage>` and the judge's scor
 against the reference answers).
 
 Every stage's engine keeps its checkpoints in the run directory (the local engine's storage
-directory), so one stage's `thinker://` paths resolve in the next and in a resumed run, as
+directory), so one stage's `tinker://` paths resolve in the next and in a resumed run, as
 `tinker://` paths do on Tinker.
 
 Starting a run again resumes it: the stages its metadata records as passed are skipped (their

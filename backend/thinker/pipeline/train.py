@@ -55,7 +55,7 @@ async def train_section(
         section: The training section (or stage) to run.
         run_dir: Where metrics.jsonl, checkpoints.jsonl and config.yaml go.
         service: The engine (`make_service`): every stage of a run shares one, whose storage
-            is the run's, so that one stage's `thinker://` paths resolve in the next.
+            is the run's, so that one stage's `tinker://` paths resolve in the next.
         judge: The reward model that scores an rl section whose reward is `reward_model`.
         logger: Where metrics and events go (default: the run directory's metrics.jsonl,
             echoed to stdout); the job worker passes one that also feeds events.jsonl.

@@ -147,7 +147,7 @@ def sampler_dir(settings: Settings, model: Model) -> Path:
         ConflictError: a Tinker model (its weights are not stored here).
         NotFoundError: its files are gone.
     """
-    if model.backend != "local" or not model.sampler_path.startswith(checkpoints.SCHEME):
+    if model.backend != "local" or not checkpoints.is_path(model.sampler_path):
         raise ConflictError(
             f"model {model.id} was trained on Tinker: its weights live on Tinker's servers, not "
             f"on this one; fetch them with the Tinker SDK from {model.sampler_path}"

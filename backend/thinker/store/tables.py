@@ -105,7 +105,7 @@ class Model(Base):
     backend: Mapped[str] = mapped_column(String(16))
     step: Mapped[int] = mapped_column(Integer)
     stage: Mapped[str | None] = mapped_column(String(64))  # rlhf: sl | rm | rl
-    sampler_path: Mapped[str] = mapped_column(String(500))  # thinker:// or tinker://
+    sampler_path: Mapped[str] = mapped_column(String(500))  # tinker:// (or the older tinker://)
     state_path: Mapped[str | None] = mapped_column(String(500))
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     lifecycle: Mapped[str] = mapped_column(

@@ -1,7 +1,9 @@
 """Checkpoint paths and atomic writes for the local engine.
 
-`thinker://<run>/weights/<name>` is a training state (adapter + optimizer + step);
-`thinker://<run>/sampler_weights/<name>` is a sampler checkpoint (adapter only, PEFT format).
+`tinker://<run>/weights/<name>` is a training state (adapter + optimizer + step);
+`tinker://<run>/sampler_weights/<name>` is a sampler checkpoint (adapter only, PEFT format):
+the form Tinker gives its checkpoints, which the tinker SDK's own parser
+(`ParsedCheckpointTinkerPath`) reads. Paths of the older `thinker://` form resolve the same.
 Both resolve to `<storage_dir>/<run>/<kind>/<name>/`. A checkpoint directory is written
 under a temporary name and renamed into place, so a crash never leaves a half-written one.
 Its `SHA256SUMS` (the format `sha256sum -c` reads) holds the checksum of every other file;
@@ -26,7 +28,8 @@ from typing import Any, Literal
 from thinker.errors import CheckpointError, DamagedError
 from thinker.files import is_disk_full, nearly_full, no_space_left
 
-SCHEME = "thinker://"
+SCHEME = "tinker://"  # what new checkpoints are called
+SCHEMES = (SCHEME, "thinker://")  # what resolves: the older form too
 STATE_FILE = "thinker_checkpoint.json"
 MANIFEST_FILE = "SHA256SUMS"
 log = logging.getLogger("thinker.engine")
@@ -55,15 +58,21 @@ def check_name(name: str) -> None:
         )
 
 
+def is_path(path: str) -> bool:
+    """Whether `path` names a checkpoint by run (tinker://, or the older thinker://)."""
+    return path.startswith(SCHEMES)
+
+
 def parse(path: str) -> CheckpointPath:
-    if not path.startswith(SCHEME):
-        raise CheckpointError(f"not a thinker:// path: {path!r}")
-    parts = path[len(SCHEME) :].split("/")
+    scheme = next((s for s in SCHEMES if path.startswith(s)), None)
+    if scheme is None:
+        raise CheckpointError(f"not a tinker:// path: {path!r}")
+    parts = path[len(scheme) :].split("/")
     kind = _KINDS.get(parts[1]) if len(parts) == 3 else None
     if kind is None:
         raise CheckpointError(
             f"malformed checkpoint path {path!r}: expected "
-            "thinker://<run>/weights/<name> or thinker://<run>/sampler_weights/<name>"
+            "tinker://<run>/weights/<name> or tinker://<run>/sampler_weights/<name>"
         )
     check_name(parts[0])
     check_name(parts[2])
@@ -71,8 +80,8 @@ def parse(path: str) -> CheckpointPath:
 
 
 def resolve(path: str, storage_dir: Path) -> Path:
-    """The directory of a checkpoint given as a thinker:// path or a plain local directory."""
-    directory = parse(path).directory(storage_dir) if path.startswith(SCHEME) else Path(path)
+    """The directory of a checkpoint given as a tinker:// path or a plain local directory."""
+    directory = parse(path).directory(storage_dir) if is_path(path) else Path(path)
     if not (directory / STATE_FILE).is_file():
         raise CheckpointError(f"no checkpoint at {path!r} (looked in {directory})")
     return directory

@@ -137,7 +137,7 @@ class LocalTrainingClient:
         overwrite: bool = False,
         user_metadata: dict[str, str] | None = None,
     ) -> EngineFuture[types.SaveWeightsResponse]:
-        """Adapter, optimizer state and step, as `thinker://<run>/weights/<name>`. The
+        """Adapter, optimizer state and step, as `tinker://<run>/weights/<name>`. The
         arguments are the tinker SDK's, in its order (`save_state("x", 3600)` is a TTL, never
         an overwrite); `user_metadata` is kept in the checkpoint's metadata."""
         checkpoints.check_name(name)
@@ -156,7 +156,7 @@ class LocalTrainingClient:
         *,
         overwrite: bool = False,
     ) -> EngineFuture[types.SaveWeightsForSamplerResponse]:
-        """The adapter alone (PEFT format), as `thinker://<run>/sampler_weights/<name>`; the
+        """The adapter alone (PEFT format), as `tinker://<run>/sampler_weights/<name>`; the
         arguments as `save_state`'s."""
         checkpoints.check_name(name)
         _no_ttl(ttl_seconds)
@@ -569,7 +569,7 @@ class LocalTrainingClient:
         overwrite: bool,
         user_metadata: dict[str, str] | None = None,
     ) -> str:
-        """Write the checkpoint `name` of `kind`; its thinker:// path."""
+        """Write the checkpoint `name` of `kind`; its tinker:// path."""
         path = CheckpointPath(self.run_id, kind, name)
         meta = {
             "kind": kind,

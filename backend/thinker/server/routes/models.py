@@ -40,7 +40,7 @@ class ModelPublic(BaseModel):
     backend: str  # local | tinker
     step: int
     stage: str | None  # rlhf: sl | rm | rl
-    sampler_path: str  # thinker://<run>/sampler_weights/<name> or tinker://...
+    sampler_path: str  # tinker://<run>/sampler_weights/<name> (local or Tinker's)
     state_path: str | None
     metrics: dict[str, JsonValue]
     lifecycle: service.Lifecycle

@@ -16,7 +16,7 @@ afterEach(cleanup)
 
 const model = (id: string, name: string, extra: Record<string, unknown> = {}) => ({
   id, name, job_id: 'job_1', dataset_id: 'ds_1', base_model: 'thinker/tiny', backend: 'local', step: 20,
-  stage: null, sampler_path: `thinker://run/sampler_weights/${id}`, state_path: null,
+  stage: null, sampler_path: `tinker://run/sampler_weights/${id}`, state_path: null,
   metrics: { step: 20, train_mean_nll: 5.0697, eval_mean_nll: 5.05451, learning_rate: 5e-5 },
   lifecycle: 'active', created_at: 1795672552.7, ...extra,
 })
