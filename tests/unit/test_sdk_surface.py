@@ -60,6 +60,7 @@ def test_each_sdk_parameter_is_taken_the_same_way(name: str) -> None:
 # Not there yet (issue 18), each checked to be really missing so that this list only shrinks;
 # and the SDK's internals, which user code does not call.
 MISSING = {
+    "ServiceClient": {"create_rest_client", "copy_weights", "create_custom_loss"},
     "TrainingClient": {"save_weights_external", "save_weights_external_async"},
     "SamplingClient": {"get_sampler_handle", "from_sampler_handle"},
 }
@@ -69,10 +70,11 @@ INTERNAL = {"SamplingClient": {"create", "on_queue_state_change"}}
 @pytest.mark.parametrize(
     ("sdk_class", "ours"),
     [
+        (tinker.ServiceClient, "thinker.engine.service.ServiceClient"),
         (tinker.TrainingClient, "thinker.engine.local.training.LocalTrainingClient"),
         (tinker.SamplingClient, "thinker.engine.local.sampling.LocalSamplingClient"),
     ],
-    ids=["TrainingClient", "SamplingClient"],
+    ids=["ServiceClient", "TrainingClient", "SamplingClient"],
 )
 def test_the_local_clients_have_the_sdks_methods(sdk_class: type, ours: str) -> None:
     module, _, name = ours.rpartition(".")
@@ -179,3 +181,13 @@ def test_the_clients_async_twins_and_sdk_spellings_work(tmp_path: Path) -> None:
         sampler.sample(prompt, 1, greedy, topk_sample_logprobs=5)
     with pytest.raises(ConfigError, match="adam_params, not both"):
         tc.optim_step(types.AdamParams(), adam_params=types.AdamParams())
+
+
+def test_the_server_capabilities_list_what_loads_offline(tmp_path: Path) -> None:
+    service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    offered = {m.model_name: m for m in service.get_server_capabilities().supported_models}
+    tiny = offered["thinker/tiny"]
+    assert tiny.trainable and tiny.sampleable and tiny.max_context_length
+    assert asyncio.run(service.get_server_capabilities_async()).supported_models
+    assert service.get_console_url() == "" and service.get_telemetry() is None
+    assert service.close("success").result() is None

@@ -248,7 +248,45 @@ class ServiceClient:
             model_path, base_model, retry_config, record_stability_info
         )
 
+    # ---- the service ------------------------------------------------------------------
+    def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
+        """The base models on offer: locally the built-ins and the models in this machine's
+        Hugging Face cache (a hub id or a directory works too); on Tinker, the service's."""
+        if self._tinker is not None:
+            return self._tinker.get_server_capabilities()
+        return self._local_service().get_server_capabilities()
+
+    async def get_server_capabilities_async(self) -> types.GetServerCapabilitiesResponse:
+        return self.get_server_capabilities()
+
+    def get_console_url(self) -> str:
+        """The SDK's link to Tinker's console; "" locally (the dashboard is `thinker serve`)."""
+        if self._tinker is not None:
+            return str(self._tinker._sdk_client().get_console_url())
+        return ""
+
+    def get_telemetry(self) -> Any:
+        """The SDK's telemetry handle; None locally (nothing is sent)."""
+        return self._tinker._sdk_client().get_telemetry() if self._tinker is not None else None
+
+    def close(
+        self,
+        status: Literal["success", "errored", "interrupted"],
+        detail: str | None = None,
+    ) -> EngineFuture[None]:
+        """End the session (on Tinker, its session finishes with `status`); locally nothing is
+        held open."""
+        if self._tinker is not None:
+            self._tinker.close()
+        return EngineFuture.completed(None)
+
     # ---- helpers ------------------------------------------------------------------------
+    def _local_service(self) -> LocalServiceClient:
+        from thinker.engine.local.service import LocalServiceClient  # deferred, as in __init__
+
+        assert isinstance(self._impl, LocalServiceClient), "the local backend"
+        return self._impl
+
     def _local_optimizer(self, optimizer: Any) -> None:
         if optimizer is not None and self.backend == "local":
             raise ConfigError(
@@ -315,6 +353,9 @@ def _then(future: Future[Any], fn: Callable[[Any], Any]) -> Future[Any]:
 
 
 if TYPE_CHECKING:  # mypy proves that the façade keeps the contract too; nothing runs
+    from tinker import types
+
+    from thinker.engine.local.service import LocalServiceClient
     from thinker.engine.tinker_backend import TinkerServiceClient
 
     def _keeps_the_contract(service: ServiceClient) -> protocols.ServiceClient:

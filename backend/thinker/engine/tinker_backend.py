@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 import tinker
 from pydantic import SecretStr
+from tinker import types
 from tinker.lib.base_url import resolve_base_url
 
 from thinker.engine import protocols
@@ -134,6 +135,10 @@ class TinkerServiceClient:
                 model_path=model_path, base_model=base_model, **sdk_kwargs
             ),
         )
+
+    def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
+        """The service's own list of models (the SDK's call)."""
+        return self._sdk_client().get_server_capabilities()
 
     def close(self) -> None:
         """Finish the Tinker session, if one was opened; waits at most `timeout_s`."""

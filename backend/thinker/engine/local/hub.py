@@ -48,6 +48,18 @@ def inspect_model(name: str) -> ModelFacts:
     return _facts(name, "hub", _hub_config(name))
 
 
+def inspect_context(name: str) -> int | None:
+    """`name`'s longest context (its config's max_position_embeddings), where it says."""
+    if name.startswith(BUILTIN_PREFIX):
+        config = BUILTIN_CONFIGS[name]()
+    else:
+        path = Path(name).expanduser()
+        is_dir = path.is_absolute() or name.startswith((".", "~"))
+        config = _directory_config(path) if is_dir else _hub_config(name)
+    context = getattr(config, "max_position_embeddings", None)
+    return int(context) if context else None
+
+
 def cached_hub_models() -> list[str]:
     """Hub models in the local Hugging Face cache that have a config.json."""
     try:

@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING
 
 from peft import PeftModel
 from safetensors.torch import load_file
+from tinker import types
 from transformers import PreTrainedModel
 
 from thinker.engine import protocols
 from thinker.engine.futures import EngineFuture
 from thinker.engine.local import checkpoints
+from thinker.engine.local.hub import cached_hub_models, inspect_context
 from thinker.engine.local.models import (
+    BUILTIN_CONFIGS,
     Placement,
     Quantization,
     attach_lora,
@@ -76,6 +79,22 @@ class LocalServiceClient:
         self, model_path: str | None = None, base_model: str | None = None
     ) -> EngineFuture[LocalSamplingClient]:
         return EngineFuture.completed(self._sampling_client(model_path, base_model))
+
+    def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
+        """The base models this engine can load without the network: the built-ins and the
+        models in the local Hugging Face cache (others by hub id or directory work too)."""
+        models = []
+        for name in [*sorted(BUILTIN_CONFIGS), *cached_hub_models()]:
+            try:
+                context = inspect_context(name)
+            except ConfigError:  # a cache entry that cannot be read: not offered
+                continue
+            models.append(
+                types.SupportedModel(
+                    model_name=name, max_context_length=context, trainable=True, sampleable=True
+                )
+            )
+        return types.GetServerCapabilitiesResponse(supported_models=models)
 
     # ------------------------------------------------------------------------------------
     def _training_client(self, spec: LoraSpec) -> LocalTrainingClient:
