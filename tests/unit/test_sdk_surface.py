@@ -60,7 +60,7 @@ def test_each_sdk_parameter_is_taken_the_same_way(name: str) -> None:
 # Not there yet (issue 18), each checked to be really missing so that this list only shrinks;
 # and the SDK's internals, which user code does not call.
 MISSING = {
-    "ServiceClient": {"create_rest_client", "copy_weights", "create_custom_loss"},
+    "ServiceClient": {"create_rest_client", "copy_weights"},
     "TrainingClient": {"save_weights_external", "save_weights_external_async"},
     "SamplingClient": {"get_sampler_handle", "from_sampler_handle"},
 }
@@ -191,3 +191,40 @@ def test_the_server_capabilities_list_what_loads_offline(tmp_path: Path) -> None
     assert asyncio.run(service.get_server_capabilities_async()).supported_models
     assert service.get_console_url() == "" and service.get_telemetry() is None
     assert service.close("success").result() is None
+
+
+def weighted_nll(logprobs, weights):  # noqa: ANN001, ANN201 - traced by torch.fx
+    loss = -(logprobs * weights).sum()
+    return loss, {"custom/tokens:sum": weights.sum(), "custom/nll:mean": loss}
+
+
+def test_a_custom_loss_handle_trains_as_the_built_in_loss(tmp_path: Path) -> None:
+    """`create_custom_loss` traces the function with the SDK's own tracer; run through
+    `forward_backward_custom` it gives cross_entropy's loss and gradients, and its metrics
+    reduce by their suffix (:sum summed, :mean averaged over datums)."""
+    import torch
+
+    service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    tc = service.create_lora_training_client("thinker/tiny", rank=4, seed=0).result()
+    for name, p in tc._model.named_parameters():  # type: ignore[attr-defined]
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    handle = service.create_custom_loss(weighted_nll, {"logprobs": 1, "weights": 1}).result()
+    data = [_datum(), _datum()]
+    built_in = tc.forward_backward(data, "cross_entropy").result()
+    grads = {n: p.grad.clone() for n, p in tc._model.named_parameters() if p.grad is not None}  # type: ignore[attr-defined]
+    tc._model.zero_grad()  # type: ignore[attr-defined]
+    custom = tc.forward_backward_custom(data, handle).result()
+    assert custom.metrics["loss:sum"] == pytest.approx(built_in.metrics["loss:sum"], rel=1e-6)
+    assert custom.metrics["custom/tokens:sum"] == 2 * 34
+    assert custom.metrics["custom/nll:mean"] == pytest.approx(built_in.metrics["loss:sum"] / 2)
+    assert grads
+    for name, p in tc._model.named_parameters():  # type: ignore[attr-defined]
+        if p.grad is not None:
+            assert torch.allclose(p.grad, grads[name], rtol=1e-5, atol=1e-7), name
+    with pytest.raises(ValueError, match="has no loss_fn_inputs\\['advantages'\\]"):
+        bad = service.create_custom_loss(
+            lambda logprobs, advantages: ((logprobs * advantages).sum(), {}),
+            {"logprobs": 1, "advantages": 1},
+        ).result()
+        tc.forward_backward_custom(data, bad)

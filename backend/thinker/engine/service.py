@@ -248,6 +248,22 @@ class ServiceClient:
             model_path, base_model, retry_config, record_stability_info
         )
 
+    # ---- custom losses ------------------------------------------------------------------
+    def create_custom_loss(
+        self, fn: Callable[..., Any], input_ranks: Mapping[str, int]
+    ) -> EngineFuture[Any]:
+        """A per-datum loss for `TrainingClient.forward_backward_custom`, traced and checked by
+        the tinker SDK's own code (`fn(logprobs, *inputs) -> (loss, metrics)`, torch and math
+        only). Locally it runs in this process on every training client (no session bounds
+        it); on Tinker the SDK decides where."""
+        if self._tinker is not None:
+            return EngineFuture.completed(
+                self._tinker._sdk_client().create_custom_loss(fn, input_ranks).result()
+            )
+        from tinker.lib.public_interfaces.custom_loss import trace_loss  # the SDK's tracer
+
+        return EngineFuture.completed(trace_loss(fn, input_ranks, session_id="local"))
+
     # ---- the service ------------------------------------------------------------------
     def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
         """The base models on offer: locally the built-ins and the models in this machine's

@@ -19,6 +19,11 @@ import torch
 from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file
 from tinker import types
+from tinker.lib.public_interfaces.custom_loss import (
+    LossHandle,
+    check_loss_inputs,
+    run_loss_handle,
+)
 from torch import Tensor
 from transformers import PreTrainedTokenizerBase
 
@@ -102,7 +107,7 @@ class LocalTrainingClient:
     def forward_backward_custom(
         self,
         data: list[types.Datum],
-        loss_fn: CustomLossFn,
+        loss_fn: CustomLossFn | LossHandle,
         *,
         loss_type_input: Literal["logprobs"] | None = None,
     ) -> EngineFuture[types.ForwardBackwardOutput]:
@@ -111,6 +116,12 @@ class LocalTrainingClient:
         kind)."""
         if loss_type_input not in (None, "logprobs"):
             raise ConfigError(f"loss_type_input must be 'logprobs', got {loss_type_input!r}")
+        if isinstance(loss_fn, LossHandle):  # from create_custom_loss: the SDK's own runner
+            check_loss_inputs(loss_fn, data)
+            handle = loss_fn
+            return self._executor.submit(
+                self._run_custom, data, lambda d, lps: run_loss_handle(handle, d, lps)
+            )
         return self._executor.submit(self._run_custom, data, loss_fn)
 
     def optim_step(
@@ -298,7 +309,7 @@ class LocalTrainingClient:
     async def forward_backward_custom_async(
         self,
         data: list[types.Datum],
-        loss_fn: CustomLossFn,
+        loss_fn: CustomLossFn | LossHandle,
         *,
         loss_type_input: Literal["logprobs"] | None = None,
     ) -> EngineFuture[types.ForwardBackwardOutput]:
