@@ -250,7 +250,7 @@ class ServiceClient:
 
     # ---- custom losses ------------------------------------------------------------------
     def create_custom_loss(
-        self, fn: Callable[..., Any], input_ranks: Mapping[str, int]
+        self, fn: Callable[..., Any], input_ranks: Mapping[str, types.CustomLossInputRank]
     ) -> EngineFuture[Any]:
         """A per-datum loss for `TrainingClient.forward_backward_custom`, traced and checked by
         the tinker SDK's own code (`fn(logprobs, *inputs) -> (loss, metrics)`, torch and math
