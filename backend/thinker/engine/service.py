@@ -265,6 +265,14 @@ class ServiceClient:
         return EngineFuture.completed(trace_loss(fn, input_ranks, session_id="local"))
 
     # ---- the service ------------------------------------------------------------------
+    def create_rest_client(self) -> Any:
+        """The SDK's REST operations on runs and checkpoints: on Tinker the SDK's RestClient;
+        locally the same operations over the checkpoint storage (listing, reading, deleting;
+        not the account-level ones)."""
+        if self._tinker is not None:
+            return self._tinker._sdk_client().create_rest_client()
+        return self._local_service().create_rest_client()
+
     def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
         """The base models on offer: locally the built-ins and the models in this machine's
         Hugging Face cache (a hub id or a directory works too); on Tinker, the service's."""

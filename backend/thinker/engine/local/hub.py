@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinker import types
 from transformers import AutoConfig, PretrainedConfig
 
 from thinker.engine.local.models import BUILTIN_CONFIGS, BUILTIN_PREFIX, trust_remote_code
@@ -46,6 +47,24 @@ def inspect_model(name: str) -> ModelFacts:
     if path.is_absolute() or name.startswith((".", "~")):
         return _facts(name, "directory", _directory_config(path))
     return _facts(name, "hub", _hub_config(name))
+
+
+def capabilities() -> types.GetServerCapabilitiesResponse:
+    """The base models the local engine can load without the network, as the tinker SDK's
+    `get_server_capabilities` answers: the built-ins and the models in the local Hugging Face
+    cache (a hub id or a directory works too), each with its context length."""
+    models = []
+    for name in [*sorted(BUILTIN_CONFIGS), *cached_hub_models()]:
+        try:
+            context = inspect_context(name)
+        except ConfigError:  # a cache entry that cannot be read: not offered
+            continue
+        models.append(
+            types.SupportedModel(
+                model_name=name, max_context_length=context, trainable=True, sampleable=True
+            )
+        )
+    return types.GetServerCapabilitiesResponse(supported_models=models)
 
 
 def inspect_context(name: str) -> int | None:

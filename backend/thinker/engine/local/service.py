@@ -17,9 +17,8 @@ from transformers import PreTrainedModel
 from thinker.engine import protocols
 from thinker.engine.futures import EngineFuture
 from thinker.engine.local import checkpoints
-from thinker.engine.local.hub import cached_hub_models, inspect_context
+from thinker.engine.local.hub import capabilities
 from thinker.engine.local.models import (
-    BUILTIN_CONFIGS,
     Placement,
     Quantization,
     attach_lora,
@@ -27,6 +26,7 @@ from thinker.engine.local.models import (
     load_tokenizer,
     lora_target_modules,
 )
+from thinker.engine.local.rest import LocalRestClient
 from thinker.engine.local.sampling import LocalSamplingClient
 from thinker.engine.local.threads import apply_threads
 from thinker.engine.local.training import ADAPTER_FILE, LocalTrainingClient, LoraSpec
@@ -81,20 +81,12 @@ class LocalServiceClient:
         return EngineFuture.completed(self._sampling_client(model_path, base_model))
 
     def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
-        """The base models this engine can load without the network: the built-ins and the
-        models in the local Hugging Face cache (others by hub id or directory work too)."""
-        models = []
-        for name in [*sorted(BUILTIN_CONFIGS), *cached_hub_models()]:
-            try:
-                context = inspect_context(name)
-            except ConfigError:  # a cache entry that cannot be read: not offered
-                continue
-            models.append(
-                types.SupportedModel(
-                    model_name=name, max_context_length=context, trainable=True, sampleable=True
-                )
-            )
-        return types.GetServerCapabilitiesResponse(supported_models=models)
+        """The base models this engine can load without the network (hub.py)."""
+        return capabilities()
+
+    def create_rest_client(self) -> LocalRestClient:
+        """The SDK's REST operations on runs and checkpoints, over this storage directory."""
+        return LocalRestClient(self.storage_dir)
 
     # ------------------------------------------------------------------------------------
     def _training_client(self, spec: LoraSpec) -> LocalTrainingClient:
