@@ -100,7 +100,7 @@ class SharedPromptCache:
     def allocate(
         cls, layout: Layout, config: Any, dtype: torch.dtype, device: torch.device
     ) -> SharedPromptCache:
-        heads = config.num_key_value_heads
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         head_dim = (
             getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         )
