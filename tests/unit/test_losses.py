@@ -53,6 +53,23 @@ def test_ppo_honours_its_config() -> None:
     assert loss.item() == pytest.approx(-0.5, abs=1e-6)
 
 
+def test_ppo_takes_per_token_thresholds_from_the_datum() -> None:
+    """The datum's clip_high_threshold [1.5, 1.0] wins over the config's 3.0: A = [1, -1]:
+    min(2, 1.5) = 1.5 and min(-1, -clip(1, .8, 1.0) = -1) = -1, so -(1.5 - 1) = -0.5."""
+    fn = get_loss_fn("ppo", {"clip_high_threshold": 3.0})
+    inputs = {**_inputs([1.0, -1.0]), "clip_high_threshold": torch.tensor([1.5, 1.0])}
+    loss = fn(_lp(), inputs, {"clip_high_threshold": 3.0})
+    assert loss.item() == pytest.approx(-0.5, abs=1e-6)
+
+
+def test_cispo_takes_per_token_thresholds_from_the_datum() -> None:
+    """clip_high [1.5, 4]: weights clip(r) = [1.5, 1]: -(1.5 ln .5 * 1 + 1 ln .25 * 2)."""
+    fn = get_loss_fn("cispo", None)
+    inputs = {**_inputs([1.0, 2.0]), "clip_high_threshold": torch.tensor([1.5, 4.0])}
+    expected = -(1.5 * LN_HALF * 1 + 1 * LN_QUARTER * 2)
+    assert fn(_lp(), inputs, {}).item() == pytest.approx(expected, rel=1e-6)
+
+
 def test_cispo() -> None:
     """A = [1, 2], clip(r, 0, 4) = [2, 1]: -(2 ln .5 * 1 + 1 ln .25 * 2) = 4.1589."""
     fn = get_loss_fn("cispo", None)

@@ -303,3 +303,27 @@ def test_the_rest_client_lists_reads_and_deletes_local_checkpoints(tmp_path: Pat
         rest.get_training_run(tc.run_id).result()
     with pytest.raises(thinker.errors.CheckpointError, match="no checkpoint"):
         service.create_training_client_from_state(state).result()
+
+
+def test_per_token_clip_thresholds_in_a_datum_reach_the_loss(tmp_path: Path) -> None:
+    """A ppo datum's clip_high_threshold input (here 1.01 at every token) acts as
+    loss_fn_config's would; without it the default 1.2 applies."""
+    service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    tc = service.create_lora_training_client("thinker/tiny", rank=4).result()
+    plain = _datum()
+    n = len(plain.model_input.to_ints())
+    # The sampler's logprobs well below the model's: every ratio is far above any clip.
+    inputs = {
+        "target_tokens": plain.loss_fn_inputs["target_tokens"],
+        "logprobs": [-30.0] * n,
+        "advantages": [1.0] * n,
+    }
+
+    def ppo(extra: dict, config: dict | None = None) -> float:
+        datum = types.Datum(model_input=plain.model_input, loss_fn_inputs={**inputs, **extra})
+        return tc.forward(([datum]), "ppo", config).result().metrics["loss:sum"]
+
+    per_token = ppo({"clip_high_threshold": [1.01] * n})
+    assert per_token == pytest.approx(ppo({}, {"clip_high_threshold": 1.01}), rel=1e-6)
+    assert per_token == pytest.approx(-1.01 * n, rel=1e-6)
+    assert ppo({}) == pytest.approx(-1.2 * n, rel=1e-6)

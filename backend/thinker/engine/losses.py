@@ -9,6 +9,9 @@ With log q the sampler's logprobs and r = exp(log p - log q):
     importance_sampling  -sum(r * A)                                  (on-policy REINFORCE)
     ppo                  -sum(min(r * A, clip(r, lo, hi) * A))        arXiv:1707.06347
     cispo                -sum(stopgrad(clip(r, lo, hi)) * log p * A)  arXiv:2506.13585
+
+(lo and hi from loss_fn_config, or per token from the datum's clip_low_threshold and
+clip_high_threshold inputs where it has them.)
     dro                  -sum(log p * A - beta/2 * (log p - log q)^2) arXiv:2506.07211 (DRO)
 """
 
@@ -35,19 +38,31 @@ def importance_sampling(logprobs_N: Tensor, inputs: LossInputs, config: LossConf
     return -(ratio_N * inputs["advantages"]).sum()
 
 
+def _thresholds(
+    like_N: Tensor, inputs: LossInputs, config: LossConfig, low: float, high: float
+) -> tuple[Tensor, Tensor]:
+    """The clip range, as tensors like `like_N`: per token from the datum's
+    `clip_low_threshold`/`clip_high_threshold` inputs where it has them, else from
+    `loss_fn_config`, else the loss's defaults."""
+
+    def bound(key: str, default: float) -> Tensor:
+        value = inputs.get(key, config.get(key, default))
+        return torch.as_tensor(value, dtype=like_N.dtype, device=like_N.device)
+
+    return bound("clip_low_threshold", low), bound("clip_high_threshold", high)
+
+
 def ppo(logprobs_N: Tensor, inputs: LossInputs, config: LossConfig) -> Tensor:
-    low = config.get("clip_low_threshold", 0.8)
-    high = config.get("clip_high_threshold", 1.2)
     advantages_N = inputs["advantages"]
     ratio_N = torch.exp(logprobs_N - inputs["logprobs"])
+    low, high = _thresholds(ratio_N, inputs, config, 0.8, 1.2)
     clipped_N = torch.clamp(ratio_N, low, high)
     return -torch.minimum(ratio_N * advantages_N, clipped_N * advantages_N).sum()
 
 
 def cispo(logprobs_N: Tensor, inputs: LossInputs, config: LossConfig) -> Tensor:
-    low = config.get("clip_low_threshold", 0.0)
-    high = config.get("clip_high_threshold", 4.0)
     ratio_N = torch.exp(logprobs_N - inputs["logprobs"])
+    low, high = _thresholds(ratio_N, inputs, config, 0.0, 4.0)
     weight_N = torch.clamp(ratio_N, low, high).detach()
     return -(weight_N * logprobs_N * inputs["advantages"]).sum()
 
@@ -74,6 +89,13 @@ REQUIRED_INPUTS: dict[str, tuple[str, ...]] = {
     "ppo": ("target_tokens", "logprobs", "advantages"),
     "cispo": ("target_tokens", "logprobs", "advantages"),
     "dro": ("target_tokens", "logprobs", "advantages"),
+}
+
+# Inputs a datum may carry besides the required ones: per-token clip thresholds, which take
+# the place of loss_fn_config's for that datum's tokens.
+OPTIONAL_INPUTS: dict[str, tuple[str, ...]] = {
+    "ppo": ("clip_low_threshold", "clip_high_threshold"),
+    "cispo": ("clip_low_threshold", "clip_high_threshold"),
 }
 
 CONFIG_KEYS: dict[str, frozenset[str]] = {
