@@ -10,8 +10,8 @@ batch of B = sum(n) rows instead:
 - a row's attention is one softmax over both: its prompt's columns, computed for the n rows
   of a group as n query positions against the one prompt (so those keys are read once a
   step for the group), then its own columns. The arithmetic is transformers' eager attention
-  (products in the model's dtype, softmax in fp32), so the logits are those of the plain
-  decode to rounding.
+  (products in the model's dtype, softmax in fp32; the query scaled before its products),
+  so the logits are those of the plain decode to rounding.
 
 A LoRA adapter is folded into a copy of each adapted weight for the decode (W + s B A, made
 at each prefill from the adapter as it is then): a step then runs one matmul per layer instead
@@ -94,7 +94,7 @@ class SharedPromptCache:
     columns_T: Tensor  # 0 .. token columns - 1
     prefilling: int | None = None  # the group whose prompt the current forward prefills
     window: int = TOKEN_BUCKET  # own columns the current step attends to
-    _token_bias: Tensor | None = field(default=None, repr=False)
+    _bias: Tensor | None = field(default=None, repr=False)  # this step's mask, both parts
 
     @classmethod
     def allocate(
@@ -169,22 +169,23 @@ class SharedPromptCache:
         kv_heads = key.shape[1]
         self.token_k[layer].index_copy_(2, self.step_1, key)
         self.token_v[layer].index_copy_(2, self.step_1, value)
-        if layer == 0:  # the same for every layer of this step
+        if layer == 0:  # the same for every layer of this step: one mask for both parts
             visible_T = self.columns_T[: self.window] <= self.step_1
-            self._token_bias = torch.where(visible_T, 0.0, float("-inf")).to(query.dtype)
-        assert self._token_bias is not None
+            token_bias = torch.where(visible_T, 0.0, float("-inf")).to(query.dtype)
+            self._bias = torch.cat(
+                [self.prompt_bias_B11P, token_bias.expand(b, 1, 1, self.window)], dim=-1
+            )
+        assert self._bias is not None
         own_k = self.token_k[layer][:, :, : self.window]
         own_v = self.token_v[layer][:, :, : self.window]
-        # The query heads that share a key head become rows of one product (GQA).
-        q_BKRD = query.reshape(b, kv_heads, q_heads // kv_heads, dim)
+        # The query heads that share a key head become rows of one product (GQA); scaled
+        # once here rather than each part's scores.
+        q_BKRD = query.reshape(b, kv_heads, q_heads // kv_heads, dim) * scale
         prompt_scores = self._to_rows(
             torch.matmul(self._to_groups(q_BKRD), self.prompt_k[layer].transpose(-1, -2))
         )
         own_scores = torch.matmul(q_BKRD, own_k.transpose(-1, -2))
-        scores = torch.cat(
-            [prompt_scores * scale + self.prompt_bias_B11P, own_scores * scale + self._token_bias],
-            dim=-1,
-        )
+        scores = torch.cat([prompt_scores, own_scores], dim=-1) + self._bias
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
         prompt_probs, own_probs = probs.split([self.layout.prompt_columns, self.window], dim=-1)
         out_BKRD = self._to_rows(torch.matmul(self._to_groups(prompt_probs), self.prompt_v[layer]))
