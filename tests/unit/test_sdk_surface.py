@@ -61,7 +61,7 @@ def test_each_sdk_parameter_is_taken_the_same_way(name: str) -> None:
 # and the SDK's internals, which user code does not call.
 MISSING = {
     "ServiceClient": {"copy_weights"},
-    "TrainingClient": {"save_weights_external", "save_weights_external_async"},
+    "TrainingClient": set(),
     "SamplingClient": {"get_sampler_handle", "from_sampler_handle"},
 }
 INTERNAL = {"SamplingClient": {"create", "on_queue_state_change"}}
@@ -327,3 +327,51 @@ def test_per_token_clip_thresholds_in_a_datum_reach_the_loss(tmp_path: Path) -> 
     assert per_token == pytest.approx(ppo({}, {"clip_high_threshold": 1.01}), rel=1e-6)
     assert per_token == pytest.approx(-1.01 * n, rel=1e-6)
     assert ppo({}) == pytest.approx(-1.2 * n, rel=1e-6)
+
+
+def test_external_weights_are_the_merged_model_in_hugging_face_format(tmp_path: Path) -> None:
+    """`save_weights_external` writes base + adapter folded in: transformers loads it, and
+    its logprobs are the training client's; it samples as a base model; the REST client
+    lists it as "external"."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from thinker.engine.local import checkpoints
+
+    service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    tc = service.create_lora_training_client("thinker/tiny", rank=4, seed=0).result()
+    for name, p in tc._model.named_parameters():  # type: ignore[attr-defined]
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    path = tc.save_weights_external("merged").result().path
+    assert path == f"tinker://{tc.run_id}/external_weights/merged"
+    assert types.ParsedCheckpointTinkerPath.from_tinker_path(path).checkpoint_type == "external"
+    directory = checkpoints.resolve(path, tmp_path)
+    merged = AutoModelForCausalLM.from_pretrained(directory).eval()
+    datum = _datum()
+    expected = torch.tensor(
+        tc.forward([datum], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist()
+    )
+    ids = torch.tensor([datum.model_input.to_ints()])
+    with torch.no_grad():
+        logp = torch.log_softmax(merged(input_ids=ids).logits[0].float(), dim=-1)
+    targets = torch.tensor(datum.loss_fn_inputs["target_tokens"].tolist())
+    got = logp.gather(-1, targets[:, None])[:, 0]
+    assert torch.allclose(got, expected, atol=1e-4), (got - expected).abs().max()
+    with pytest.raises(ConfigError, match="whole model in Hugging Face format"):
+        service.create_sampling_client(model_path=path)
+    sampler = service.create_sampling_client(base_model=str(directory)).result()
+    prompt = types.ModelInput.from_ints(list(range(5, 20)))
+    assert (
+        len(
+            sampler.sample(prompt, 1, types.SamplingParams(max_tokens=3, stop=[]))
+            .result()
+            .sequences[0]
+            .tokens
+        )
+        == 3
+    )
+    listed = service.create_rest_client().list_checkpoints(tc.run_id).result().checkpoints
+    assert [(c.checkpoint_type, c.tinker_path) for c in listed] == [("external", path)]
+    with pytest.raises(ConfigError, match="age_encryption_recipients"):
+        tc.save_weights_external("x", age_encryption_recipients=["age1..."])

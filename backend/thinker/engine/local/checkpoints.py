@@ -33,8 +33,12 @@ SCHEMES = (SCHEME, "thinker://")  # what resolves: the older form too
 STATE_FILE = "thinker_checkpoint.json"
 MANIFEST_FILE = "SHA256SUMS"
 log = logging.getLogger("thinker.engine")
-CheckpointKind = Literal["weights", "sampler_weights"]
-_KINDS: dict[str, CheckpointKind] = {"weights": "weights", "sampler_weights": "sampler_weights"}
+CheckpointKind = Literal["weights", "sampler_weights", "external_weights"]
+_KINDS: dict[str, CheckpointKind] = {
+    "weights": "weights",
+    "sampler_weights": "sampler_weights",
+    "external_weights": "external_weights",  # a whole model, Hugging Face format
+}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -71,8 +75,8 @@ def parse(path: str) -> CheckpointPath:
     kind = _KINDS.get(parts[1]) if len(parts) == 3 else None
     if kind is None:
         raise CheckpointError(
-            f"malformed checkpoint path {path!r}: expected "
-            "tinker://<run>/weights/<name> or tinker://<run>/sampler_weights/<name>"
+            f"malformed checkpoint path {path!r}: expected tinker://<run>/weights/<name>, "
+            "tinker://<run>/sampler_weights/<name> or tinker://<run>/external_weights/<name>"
         )
     check_name(parts[0])
     check_name(parts[2])

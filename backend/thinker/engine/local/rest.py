@@ -21,7 +21,11 @@ from thinker.engine.local import checkpoints
 from thinker.engine.local.hub import capabilities
 from thinker.errors import CheckpointError
 
-_TYPES: dict[str, types.CheckpointType] = {"weights": "training", "sampler_weights": "sampler"}
+_TYPES: dict[str, types.CheckpointType] = {
+    "weights": "training",
+    "sampler_weights": "sampler",
+    "external_weights": "external",
+}
 OWNER = "local"  # the `model_owner` of every local run
 
 

@@ -131,6 +131,11 @@ class LocalServiceClient:
             directory = checkpoints.resolve(model_path, self.storage_dir)
             checkpoints.verify(directory)
             meta = checkpoints.read_meta(directory)
+            if meta["kind"] == "external_weights":
+                raise ConfigError(
+                    f"{model_path} is a whole model in Hugging Face format, not an adapter: "
+                    f"sample it with create_sampling_client(base_model={str(directory)!r})"
+                )
             base_model = meta["base_model"]
         assert base_model is not None
         host = self._hosts.get(base_model)

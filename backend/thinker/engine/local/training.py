@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -31,7 +32,7 @@ from thinker.engine.futures import EngineFuture, OrderedExecutor
 from thinker.engine.local import checkpoints, decode, fast, memory, prefix
 from thinker.engine.local.checkpoints import CheckpointPath
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
-from thinker.engine.local.models import COMPILED_ATTR, ROOMY_ATTR, Placement
+from thinker.engine.local.models import COMPILED_ATTR, ROOMY_ATTR, Placement, load_base_model
 from thinker.engine.local.sampling import LocalSamplingClient, SharedWeights
 from thinker.engine.losses import OPTIONAL_INPUTS, REQUIRED_INPUTS, get_loss_fn
 from thinker.engine.protocols import CustomLossFn
@@ -175,6 +176,29 @@ class LocalTrainingClient:
             lambda: types.SaveWeightsForSamplerResponse(
                 path=self._save(name, "sampler_weights", overwrite, user_metadata)
             )
+        )
+
+    def save_weights_external(
+        self,
+        name: str,
+        ttl_seconds: int | None = None,
+        age_encryption_recipients: list[str] | None = None,
+    ) -> EngineFuture[types.SaveWeightsExternalResponse]:
+        """The whole model with the adapter folded in, in Hugging Face format (safetensors,
+        config, tokenizer), as `tinker://<run>/external_weights/<name>`: what
+        `from_pretrained` loads, and a `base_model` for a new job. Merged on the CPU in fp32
+        (a small adapter delta is not rounded away), like the model library's export."""
+        checkpoints.check_name(name)
+        _no_ttl(ttl_seconds)
+        if age_encryption_recipients:
+            raise ConfigError(
+                "age_encryption_recipients: local weights stay on this machine and are not "
+                "encrypted; pass None"
+            )
+        if self._placement.quantization is not None:
+            raise ConfigError("save_weights_external: a 4-bit base cannot absorb an adapter")
+        return self._executor.submit(
+            lambda: types.SaveWeightsExternalResponse(path=self._save_external(name))
         )
 
     def save_weights_and_get_sampling_client(
@@ -365,6 +389,14 @@ class LocalTrainingClient:
         self, model_path: str, retry_config: Any = None, record_stability_info: bool = False
     ) -> LocalSamplingClient:
         return await self.create_sampling_client(model_path, retry_config, record_stability_info)
+
+    async def save_weights_external_async(
+        self,
+        name: str,
+        ttl_seconds: int | None = None,
+        age_encryption_recipients: list[str] | None = None,
+    ) -> EngineFuture[types.SaveWeightsExternalResponse]:
+        return self.save_weights_external(name, ttl_seconds, age_encryption_recipients)
 
     async def get_info_async(self) -> types.GetInfoResponse:
         return self.get_info()
@@ -602,6 +634,29 @@ class LocalTrainingClient:
                 torch.save(self._optimizer.state_dict(), tmp / OPTIMIZER_FILE)
 
         checkpoints.write_atomically(path.directory(self._storage_dir), write, meta, overwrite)
+        return str(path)
+
+    def _save_external(self, name: str) -> str:
+        path = CheckpointPath(self.run_id, "external_weights", name)
+        meta = {
+            "kind": "external_weights",
+            "step": self._step,
+            "run_id": self.run_id,
+            "created": time.time(),
+            **asdict(self.spec),
+        }
+
+        def write(tmp: Path) -> None:
+            with tempfile.TemporaryDirectory() as adapter_dir:
+                self._model.save_pretrained(adapter_dir, save_embedding_layers=False)
+                base = load_base_model(
+                    self.spec.base_model, Placement(torch.device("cpu"), torch.float32)
+                )
+                peft_model = PeftModel.from_pretrained(base, adapter_dir, is_trainable=False)
+                peft_model.merge_and_unload().save_pretrained(str(tmp), max_shard_size="5GB")
+            self._tokenizer.save_pretrained(str(tmp))
+
+        checkpoints.write_atomically(path.directory(self._storage_dir), write, meta)
         return str(path)
 
     def _adapter_snapshot(self) -> dict[str, Tensor]:
