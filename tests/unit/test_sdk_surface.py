@@ -60,7 +60,7 @@ def test_each_sdk_parameter_is_taken_the_same_way(name: str) -> None:
 # Not there yet (issue 18), each checked to be really missing so that this list only shrinks;
 # and the SDK's internals, which user code does not call.
 MISSING = {
-    "ServiceClient": {"copy_weights"},
+    "ServiceClient": set(),
     "TrainingClient": set(),
     "SamplingClient": {"get_sampler_handle", "from_sampler_handle"},
 }
@@ -375,3 +375,32 @@ def test_external_weights_are_the_merged_model_in_hugging_face_format(tmp_path: 
     assert [(c.checkpoint_type, c.tinker_path) for c in listed] == [("external", path)]
     with pytest.raises(ConfigError, match="age_encryption_recipients"):
         tc.save_weights_external("x", age_encryption_recipients=["age1..."])
+
+
+def test_copy_weights_links_a_checkpoint_into_a_new_run(tmp_path: Path) -> None:
+    """The copy resolves, loads and verifies like the source; its weight files are the
+    source's (hard links: no bytes duplicated); the source is untouched."""
+    import os
+
+    from thinker.engine.local import checkpoints
+
+    service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    tc = service.create_lora_training_client("thinker/tiny", rank=4).result()
+    source = tc.save_state("s").result().path
+    before = checkpoints.read_meta(checkpoints.resolve(source, tmp_path))
+    copy = service.copy_weights(source).result()
+    assert copy.startswith("tinker://copy-") and copy.endswith("/weights/s")
+    copied_dir, source_dir = (
+        checkpoints.resolve(copy, tmp_path),
+        checkpoints.resolve(source, tmp_path),
+    )
+    checkpoints.verify(copied_dir)
+    assert os.path.samefile(
+        copied_dir / "adapter_model.safetensors", source_dir / "adapter_model.safetensors"
+    )
+    assert checkpoints.read_meta(source_dir) == before
+    assert checkpoints.read_meta(copied_dir)["copied_from"] == source
+    resumed = service.create_training_client_from_state_with_optimizer(copy).result()
+    assert resumed.step == tc.step  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="do not expire"):
+        service.copy_weights(source, ttl_seconds=3600)

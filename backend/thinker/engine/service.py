@@ -265,6 +265,21 @@ class ServiceClient:
         return EngineFuture.completed(trace_loss(fn, input_ranks, session_id="local"))
 
     # ---- the service ------------------------------------------------------------------
+    def copy_weights(
+        self, path: str, *, ttl_seconds: int | None = None, weights_access_token: str | None = None
+    ) -> EngineFuture[str]:
+        """A copy of the weights at `path` under a new run; the future gives its path. Locally
+        the files are hard links to the source's (no bytes duplicated) and a TTL is refused."""
+        if self._tinker is not None:
+            sdk = self._tinker._sdk_client()
+            future = sdk.copy_weights(
+                path, ttl_seconds=ttl_seconds, weights_access_token=weights_access_token
+            )
+            return EngineFuture.completed(future.result())
+        return self._local_service().copy_weights(
+            path, ttl_seconds=ttl_seconds, weights_access_token=weights_access_token
+        )
+
     def create_rest_client(self) -> Any:
         """The SDK's REST operations on runs and checkpoints: on Tinker the SDK's RestClient;
         locally the same operations over the checkpoint storage (listing, reading, deleting;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import uuid
 import weakref
 from pathlib import Path
@@ -83,6 +84,40 @@ class LocalServiceClient:
     def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
         """The base models this engine can load without the network (hub.py)."""
         return capabilities()
+
+    def copy_weights(
+        self, path: str, *, ttl_seconds: int | None = None, weights_access_token: str | None = None
+    ) -> EngineFuture[str]:
+        """A copy of the checkpoint at `path` under a new run (`copy-<hex>`), the same kind and
+        name; its files are hard links to the source's where the file system allows, so no
+        bytes are duplicated (as on Tinker). The copy's run is not trained on."""
+        if ttl_seconds is not None:
+            raise ConfigError(f"ttl_seconds={ttl_seconds!r}: local checkpoints do not expire")
+        source = checkpoints.resolve(path, self.storage_dir)
+        checkpoints.verify(source)
+        meta = checkpoints.read_meta(source)
+        if not checkpoints.is_path(path):
+            raise ConfigError(f"copy_weights takes a tinker:// path, got {path!r}")
+        original = checkpoints.parse(path)
+        copy = checkpoints.CheckpointPath(
+            f"copy-{uuid.uuid4().hex[:8]}", original.kind, original.name
+        )
+        kept = {checkpoints.STATE_FILE, checkpoints.MANIFEST_FILE}  # written anew for the copy
+
+        def write(tmp: Path) -> None:
+            for file in source.rglob("*"):
+                if file.is_dir() or file.relative_to(source).as_posix() in kept:
+                    continue
+                target = tmp / file.relative_to(source)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(file, target)
+                except OSError:  # another file system: a plain copy
+                    shutil.copy2(file, target)
+
+        copied = {**meta, "run_id": copy.run_id, "copied_from": path}
+        checkpoints.write_atomically(copy.directory(self.storage_dir), write, copied)
+        return EngineFuture.completed(str(copy))
 
     def create_rest_client(self) -> LocalRestClient:
         """The SDK's REST operations on runs and checkpoints, over this storage directory."""
