@@ -199,6 +199,41 @@ def test_load_preference_pairs_reads_both_forms(tmp_path: Path) -> None:
     assert second.rejected_messages == [{"role": "assistant", "content": "5"}]
 
 
+def test_an_empty_rejected_answer_is_a_pair_and_an_empty_chosen_one_is_not(tmp_path: Path) -> None:
+    """The playground's A/B feedback when one model said nothing: "A is better" than silence
+    is a pair (string or message form); silence as the chosen answer is refused."""
+    path = _write(
+        tmp_path,
+        {"prompt": "5+2", "chosen": "7", "rejected": ""},
+        {
+            "messages": [{"role": "user", "content": "5+2"}],
+            "chosen": [{"role": "assistant", "content": "7"}],
+            "rejected": [{"role": "assistant", "content": ""}],
+        },
+    )
+    first, second = load_preference_pairs(path)
+    assert (
+        first.rejected_messages
+        == second.rejected_messages
+        == [{"role": "assistant", "content": ""}]
+    )
+    bad = _write(
+        tmp_path,
+        {"prompt": "5+2", "chosen": [{"role": "assistant", "content": " "}], "rejected": "8"},
+        {"prompt": "", "chosen": "7", "rejected": ""},
+        {"prompt": "5+2", "chosen": "7", "rejected": [{"role": "user", "content": ""}]},
+    )
+    with pytest.raises(DatasetError) as caught:
+        load_preference_pairs(bad)
+    text = str(caught.value)
+    for where in (
+        ":1: chosen[0].content: is empty",
+        ":2: prompt: is empty",
+        ":3: rejected[0].content: is empty",
+    ):
+        assert where in text, (where, text)
+
+
 def test_load_preference_pairs_reports_every_bad_row_with_its_line(tmp_path: Path) -> None:
     path = _write(
         tmp_path,

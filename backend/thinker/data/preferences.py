@@ -8,7 +8,9 @@ Each JSONL line is one pair:
      "rejected": [{"role": "assistant", "content": "8"}]}
 
 A string prompt is one user message; a string completion is one assistant message. The two
-forms may be mixed, field by field. Every bad row is reported at once, with its line number.
+forms may be mixed, field by field. An empty rejected answer is a pair like any other (a model
+that said nothing answered worse: the playground's A/B feedback records such pairs); an empty
+prompt or chosen answer is refused. Every bad row is reported at once, with its line number.
 """
 
 from __future__ import annotations
@@ -69,33 +71,47 @@ def check_pair(line: int, row: dict[str, object]) -> list[RowError]:
         if name not in row:
             errors.append(RowError(line, name, "missing", "missing"))
         else:
-            errors += _check_turns(line, name, row[name], needs_assistant=True)
+            empty_answer_ok = name == "rejected"
+            errors += _check_turns(line, name, row[name], True, empty_answer_ok)
     if not errors and row["chosen"] == row["rejected"]:
         message = "is identical to chosen: the pair carries no preference"
         errors.append(RowError(line, "rejected", message))
     return errors
 
 
-def _check_turns(line: int, name: str, value: object, needs_assistant: bool) -> list[RowError]:
-    """A non-empty string, or a non-empty list of {"role", "content"} messages."""
+def _check_turns(
+    line: int, name: str, value: object, needs_assistant: bool, empty_answer_ok: bool = False
+) -> list[RowError]:
+    """A non-empty string, or a non-empty list of {"role", "content"} messages; with
+    `empty_answer_ok`, an assistant answer (the string, or an assistant message's content)
+    may be empty."""
     if isinstance(value, str):
-        return [] if value.strip() else [RowError(line, name, "is empty", "empty")]
+        return (
+            [] if value.strip() or empty_answer_ok else [RowError(line, name, "is empty", "empty")]
+        )
     if not isinstance(value, list):
         message = f"expected string or array of messages, got {json_type(value)}"
         return [RowError(line, name, message, "wrong_type")]
     if not value:
         return [RowError(line, name, "is empty", "empty")]
-    errors = [e for i, m in enumerate(value) for e in _check_message(line, f"{name}[{i}]", m)]
+    errors = [
+        e
+        for i, m in enumerate(value)
+        for e in _check_message(line, f"{name}[{i}]", m, empty_answer_ok)
+    ]
     roles = [m.get("role") for m in value if isinstance(m, dict)]
     if needs_assistant and "assistant" not in roles:
         errors.append(RowError(line, name, "has no assistant message"))
     return errors
 
 
-def _check_message(line: int, name: str, message: object) -> list[RowError]:
+def _check_message(
+    line: int, name: str, message: object, empty_answer_ok: bool = False
+) -> list[RowError]:
     if not isinstance(message, dict):
         return [RowError(line, name, f"expected object, got {json_type(message)}", "wrong_type")]
     errors = []
+    answer = message.get("role") == "assistant"
     for key in ("role", "content"):
         value = message.get(key)
         if key not in message:
@@ -103,7 +119,7 @@ def _check_message(line: int, name: str, message: object) -> list[RowError]:
         elif not isinstance(value, str):
             message_text = f"expected string, got {json_type(value)}"
             errors.append(RowError(line, f"{name}.{key}", message_text, "wrong_type"))
-        elif not value.strip():
+        elif not value.strip() and not (key == "content" and answer and empty_answer_ok):
             errors.append(RowError(line, f"{name}.{key}", "is empty", "empty"))
     role = message.get("role")
     if isinstance(role, str) and role.strip() and role not in ROLES:
