@@ -86,7 +86,10 @@ def unsloth_row(name: str, models_dir: Path) -> dict:
         step()
         torch.cuda.synchronize()
         ttfs = time.perf_counter() - started
-        seconds, peak = _time_steps(step, 1, 2)
+        sys.path.insert(0, str(HERE))  # bench_engine imports only torch at module level
+        from bench_engine import time_steps
+
+        seconds, peak = time_steps(step, 1, 2)
         return {"seconds": seconds, "peak_gib": peak, "ttfs": ttfs, "tokens": batch * seq}
     trained = []
     for n in lengths:
@@ -117,24 +120,6 @@ def _random_rows(vocab: int, lengths: list[int], seed: int = 0) -> list[list[int
 
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(0, vocab, (n + 1,), generator=g).tolist() for n in lengths]
-
-
-def _time_steps(step, warmup: int, steps: int) -> tuple[float, float]:  # noqa: ANN001
-    import statistics
-
-    import torch
-
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(steps):
-        began = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times), torch.cuda.max_memory_allocated() / 2**30
 
 
 # ---- the driver (Thinker's environment) -----------------------------------------------
