@@ -87,6 +87,7 @@ ROWS = [
     ),
     Row("long-qwen3", "longest sequence, batch 1", QWEN, ">= 262,144 tokens"),
     Row("long-llama8b", "longest sequence, batch 1", LLAMA, ">= 131,072 tokens"),
+    Row("long-qlora-llama8b", "longest sequence, batch 1, QLoRA", LLAMA, ">= 262,144 tokens"),
     Row(
         "long-32k-llama8b",
         "32,768 tokens, batch 1",
@@ -796,14 +797,14 @@ def run_job(model: str, max_steps: int | None = None, cold: bool = True) -> list
 
 
 # ---- long sequences ---------------------------------------------------------------------------
-def run_longest(model: str, lengths: list[int]) -> list[dict]:
+def run_longest(model: str, lengths: list[int], quantization: str | None = None) -> list[dict]:
     """One SL step (forward_backward and optim_step) on one sequence of each length, shortest
     first, until one fails: the batch plan chooses checkpointing and offload itself."""
     import io
     from contextlib import redirect_stdout
 
     results = []
-    _, client = engine_client(model)
+    _, client = engine_client(model, quantization)
     for n in lengths:
         log = io.StringIO()
         torch.cuda.reset_peak_memory_stats()
@@ -895,6 +896,7 @@ RUNNERS: dict[str, Callable[[], list[dict]]] = {
     "job-llama8b": lambda: run_job(LLAMA, max_steps=40),
     "long-qwen3": lambda: run_longest(QWEN, [65_536, 131_072, 262_144, 393_216]),
     "long-llama8b": lambda: run_longest(LLAMA, [16_384, 32_768, 65_536, 131_072, 196_608]),
+    "long-qlora-llama8b": lambda: run_longest(LLAMA, [131_072, 262_144], quantization="4bit"),
     "long-32k-llama8b": lambda: run_long_vs_peer(LLAMA),
 }
 
