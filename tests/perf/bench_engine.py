@@ -493,18 +493,9 @@ def engine_sampling_sides(prompts: list[list[int]], n: int, new_tokens: int) -> 
     context = prompt_tokens / len(prompts) + new_tokens / 2
     tokens = rows * new_tokens
     results = []
-    sides = (
-        ("thinker sample", True, True),
-        ("thinker, step not compiled", True, False),
-        ("thinker, call by call (before)", False, False),
-    )
-    for name, shared, compiled in sides:
-        with (
-            _patched(prefix, "can_decode", None if shared else (lambda model: False)),
-            _env("THINKER_COMPILE_DECODE", "1" if compiled else "0"),
-        ):
-            # Also the warm-up: the step's compile (on the first side) and graph captures.
-            ttfs = first_step_seconds(started, sample)
+    for name, shared in (("thinker sample", True), ("thinker, call by call (before)", False)):
+        with _patched(prefix, "can_decode", None if shared else (lambda model: False)):
+            ttfs = first_step_seconds(started, sample)  # also the warm-up (graph captures)
             seconds, peak = time_steps(sample, 0, 3)
         kv = shared_kv if shared else repeated_kv
         limit = rows / ((weights + kv) / bandwidth)
@@ -552,20 +543,6 @@ def _patched(module: object, name: str, value: object) -> Iterator[None]:
         yield
     finally:
         setattr(module, name, before)
-
-
-@contextlib.contextmanager
-def _env(name: str, value: str) -> Iterator[None]:
-    """Environment variable `name` set to `value` in the block."""
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(name)
-        else:
-            os.environ[name] = before
 
 
 def run_playground(prompt_len: int = 1024, new_tokens: int = 256) -> list[dict]:

@@ -104,33 +104,6 @@ def test_shared_prompt_decode_with_the_adapter_off() -> None:
     assert not torch.allclose(base, with_adapter, atol=1e-3)
 
 
-@torch.inference_mode()
-def test_the_compiled_step_decodes_as_the_eager_one_and_compiles_once_per_grouping(
-    monkeypatch,  # noqa: ANN001
-) -> None:
-    """The RL-sized decode's step through torch.compile: the same logits as the eager step
-    across token buckets, and neither a new bucket nor new prompt lengths compile again (one
-    compiled step serves a grouping of rows, as an RL loop decodes step after step)."""
-    from torch._dynamo.utils import counters
-
-    monkeypatch.setattr(prefix, "TOKEN_BUCKET", 8)  # 20 steps cross two bucket boundaries
-    monkeypatch.setattr(prefix, "COMPILE_MIN_ROWS", 4)
-    model = tiny_lora_model().eval()
-    counts = [3, 3]
-    for prompts in ([list(range(5, 45)), list(range(50, 67))], [list(range(9, 140)), [4, 5]]):
-        prefix.release(model)
-        expected = _shared(
-            prefix.PrefixDecoder(model, model.config, graphs=False), prompts, counts, 20
-        )
-        prefix.release(model)
-        before = counters["frames"]["ok"]
-        compiled = prefix.PrefixDecoder(model, model.config, graphs=False, compiled=True)
-        got = _shared(compiled, prompts, counts, steps=20)
-        assert torch.allclose(got, expected, atol=1e-5), (got - expected).abs().max()
-        compiles = counters["frames"]["ok"] - before
-        assert compiles == (1 if prompts[1] == list(range(50, 67)) else 0), compiles
-
-
 @pytest.fixture(scope="module")
 def sampler(tmp_path_factory: pytest.TempPathFactory) -> LocalSamplingClient:
     service = thinker.ServiceClient(storage_dir=tmp_path_factory.mktemp("storage"), device="cpu")

@@ -17,8 +17,6 @@ compare against); `THINKER_<NAME>=0` turns off one:
 - BF16_LORA: adapter matmuls in bf16 under autocast; the fp32 adapter weights stay the
   optimizer's master copy (models.py, forward.py, decode.py).
 - CUDA_GRAPHS: the decode step replayed as a CUDA graph over a static KV cache (decode.py).
-- COMPILE_DECODE: the shared-prompt decode step of RL-sized sampling (prefix.py) compiled by
-  `torch.compile` before its CUDA graph is recorded (fewer, fused kernels a step).
 """
 
 from __future__ import annotations
@@ -32,9 +30,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-Feature = Literal[
-    "COMPILE", "FUSED_KERNELS", "PACKING", "BF16_LORA", "CUDA_GRAPHS", "COMPILE_DECODE"
-]
+Feature = Literal["COMPILE", "FUSED_KERNELS", "PACKING", "BF16_LORA", "CUDA_GRAPHS"]
 AUTOCAST_ATTR = "thinker_autocast_dtype"  # set on a model whose adapter computes in bf16
 
 

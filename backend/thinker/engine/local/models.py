@@ -246,8 +246,7 @@ def _compiled_unless_eager(
     roomy: Callable[[], bool] = lambda: True,
 ) -> Callable[..., Any]:
     def forward(*args: Any, **kwargs: Any) -> Any:
-        # Traced by dynamo (the compiled decode step of prefix.py), or sampling: eager code.
-        if torch.compiler.is_compiling() or fast.running_eager():
+        if fast.running_eager():
             return eager(*args, **kwargs)
         if (
             attention.FLAT_ROW_KWARG in kwargs

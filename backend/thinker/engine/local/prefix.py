@@ -28,16 +28,6 @@ own columns only up to the end of the current TOKEN_BUCKET, so there is one grap
 (sharing one memory pool): the first steps of a long decode do not read the empty columns
 after them. The capture is kept per model for the last layout (groups, lengths, adapter on or
 off) and reused by the next call of the same layout, so an RL loop captures once.
-
-Replayed, a step still runs about 30 small kernels a layer (norms, rotary embedding, the
-attention's products, masks, softmax and copies), and at RL batch sizes their launches, not
-memory bandwidth, set its time. A decode of COMPILE_MIN_ROWS rows or more therefore runs its
-step through `torch.compile` (Inductor fuses the elementwise work around the matmuls), and
-the CUDA graph records the compiled step. It compiles with dynamic shapes: prompt lengths and
-token buckets share one compiled step, and a new grouping of rows (the `counts` of a layout)
-compiles again; the compile (tens of seconds, kept in Inductor's cache across processes) is
-paid by the first decode of a layout, which small decodes (the playground, one request) never
-pay.
 """
 
 from __future__ import annotations
@@ -61,8 +51,6 @@ from thinker.engine.local.decode import adapters_enabled, last_logits
 log = logging.getLogger(__name__)
 PROMPT_BUCKET = 64  # prompt columns round up to this, so nearby prompt lengths share a capture
 TOKEN_BUCKET = 128  # a row's own columns: attended up to the end of the current bucket
-COMPILE_MIN_ROWS = 16  # a decode of fewer rows runs its step uncompiled
-RECOMPILE_LIMIT = 32  # compiled steps kept (one per grouping of rows); past it, eager steps
 # The decode step's forwards carry a 4-D mask, so that transformers builds none (the hook
 # masks by itself); it is never read.
 _UNUSED_MASK = torch.ones((1, 1, 1, 1), dtype=torch.bool)
@@ -122,9 +110,6 @@ class SharedPromptCache:
         def zeros(*shape: int) -> list[Tensor]:  # zeros: masked columns must hold no NaN
             return [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
 
-        # One own column more than the decode uses: a step never attends to all of them, so
-        # the compiled step's shapes are the same in the last token bucket as in the others.
-        token_columns = layout.token_columns + 1
         widest = max(layout.counts)
         group_B = torch.repeat_interleave(torch.arange(g), torch.tensor(layout.counts))
         first_of_group = torch.tensor([0, *layout.counts]).cumsum(0)[:-1]
@@ -133,12 +118,12 @@ class SharedPromptCache:
             layout,
             zeros(g, heads, layout.prompt_columns, head_dim),
             zeros(g, heads, layout.prompt_columns, head_dim),
-            zeros(b, heads, token_columns, head_dim),
-            zeros(b, heads, token_columns, head_dim),
+            zeros(b, heads, layout.token_columns, head_dim),
+            zeros(b, heads, layout.token_columns, head_dim),
             torch.zeros((b, 1, 1, layout.prompt_columns), dtype=dtype, device=device),
             slot_B.to(device),
             torch.zeros(1, dtype=torch.long, device=device),
-            torch.arange(token_columns, device=device),
+            torch.arange(layout.token_columns, device=device),
         )
 
     @property
@@ -311,11 +296,8 @@ _CAPTURES: weakref.WeakKeyDictionary[nn.Module, _Capture] = weakref.WeakKeyDicti
 class PrefixDecoder:
     """Prefill G prompts once each, then decode all their rows together, one token a step."""
 
-    def __init__(self, model: nn.Module, config: Any, graphs: bool, compiled: bool = False) -> None:
-        """`graphs`: capture the step as CUDA graphs; `compiled`: run the step through
-        torch.compile when the decode has COMPILE_MIN_ROWS rows or more."""
+    def __init__(self, model: nn.Module, config: Any, graphs: bool) -> None:
         self._model, self._config, self._graphs = model, config, graphs
-        self._compiled = compiled
         self._capture: _Capture | None = None
         self._steps = 0
 
@@ -390,22 +372,17 @@ class PrefixDecoder:
         return logits_BV
 
     def _forward(self, capture: _Capture) -> Tensor:
-        args = (self._model, capture.token_B1, capture.position_B1, capture.mask, capture.cache)
-        logits_BV = None
-        if self._compiled and capture.cache.layout.rows >= COMPILE_MIN_ROWS and not _COMPILE_FAILED:
-            try:
-                logits_BV = _compiled_step()(*args)
-            except torch.OutOfMemoryError:
-                raise
-            except Exception as e:  # noqa: BLE001 - a model dynamo cannot compile decodes eagerly
-                # Nothing has moved yet: the step writes its keys at the same column again.
-                _COMPILE_FAILED.append(repr(e))
-                log.warning("the decode step did not compile, decoding it uncompiled: %r", e)
-        if logits_BV is None:
-            logits_BV = _step_logits(*args)
+        out = self._model(
+            input_ids=capture.token_B1,
+            position_ids=capture.position_B1,
+            attention_mask=capture.mask,
+            use_cache=False,
+            logits_to_keep=1,
+            **{attention.HOOK_KWARG: capture.cache},
+        )
         capture.position_B1.add_(1)
         capture.cache.step_1.add_(1)
-        return logits_BV
+        return last_logits(out)
 
     def _try_capture(self, capture: _Capture, window: int) -> None:
         """Record the step just run eagerly (recording runs nothing, so no state moves)."""
@@ -440,34 +417,6 @@ class PrefixDecoder:
         stream = torch.cuda.Stream(device) if self._graphs else None
         mask = _UNUSED_MASK.to(device)
         return _Capture(cache, merged, token_B1, torch.zeros_like(token_B1), mask, stream)
-
-
-def _step_logits(
-    model: nn.Module, token_B1: Tensor, position_B1: Tensor, mask: Tensor, cache: SharedPromptCache
-) -> Tensor:
-    """One decode step: the fp32 logits of each row's next token."""
-    out = model(
-        input_ids=token_B1,
-        position_ids=position_B1,
-        attention_mask=mask,
-        use_cache=False,
-        logits_to_keep=1,
-        **{attention.HOOK_KWARG: cache},
-    )
-    return last_logits(out)
-
-
-_COMPILED: list[Any] = []  # the compiled step, made on first use (importing dynamo is slow)
-_COMPILE_FAILED: list[str] = []  # why it failed to compile, once: then every step is eager
-
-
-def _compiled_step() -> Any:
-    if not _COMPILED:
-        import torch._dynamo.config as dynamo_config  # deferred: loads dynamo
-
-        dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, RECOMPILE_LIMIT)
-        _COMPILED.append(torch.compile(_step_logits, dynamic=True))
-    return _COMPILED[0]
 
 
 def _weights_of(capture: _Capture) -> contextlib.AbstractContextManager[None]:

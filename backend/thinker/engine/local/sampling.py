@@ -388,10 +388,7 @@ class LocalSamplingClient:
             return
         self._model.eval()
         decoder = prefix.PrefixDecoder(
-            self._model,
-            self._model.config,
-            graphs=fast.enabled("CUDA_GRAPHS", self._device),
-            compiled=fast.enabled("COMPILE_DECODE", self._device),
+            self._model, self._model.config, graphs=fast.enabled("CUDA_GRAPHS", self._device)
         )
         longest = max(r.max_tokens for _, r in live)
         logits_BV = decoder.prefill([c.prompt for c, _ in live], [c.n for c, _ in live], longest)
