@@ -221,14 +221,15 @@ def _usable(free: int, known: memory.Estimate) -> int:
 
 def test_a_tiled_mlp_costs_a_chunk_not_a_share_of_each_token() -> None:
     """Llama-3.1-8B shape, bf16 adapter inputs, every layer checkpointed and offloaded: the
-    recomputed layer's MLP, 2 x (3 s i + s i) + 2 s i = 10 s i a token, becomes 2 s h a token
-    (its output and gradient) plus a fixed 2 x 4,096 x (4 s i + s i) for the chunk."""
+    recomputed layer's MLP, (3 s i + s i) + 2 s i = 6 s i a token (offloaded, its activations
+    count once), becomes 2 s h a token (its output and gradient) plus a fixed
+    2 x 4,096 x (4 s i + s i) for the chunk."""
     shape = ModelShape.of(_meta_model("thinker/random-llama3.1-8b"))
     s, h, i = 2, shape.hidden, shape.intermediate
     offload = memory.Checkpointing(every=1, offload=True)
     tiled = memory.Checkpointing(every=1, offload=True, mlp_chunk=4096)
     whole = bytes_per_token(shape, s, False, offload)
-    assert whole - bytes_per_token(shape, s, False, tiled) == 2 * 4 * s * i + 2 * s * i - 2 * s * h
+    assert whole - bytes_per_token(shape, s, False, tiled) == 4 * s * i + 2 * s * i - 2 * s * h
     assert memory.tiled_mlp_bytes(shape, s, False, 4096) == 2 * 4096 * (4 * s * i + s * i)
 
 

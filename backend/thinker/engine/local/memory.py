@@ -22,14 +22,19 @@ MLP's intermediate gradients, 2 (layer + s i); offloaded, even the inputs wait i
 memory. Past that, the MLP of a recomputed layer runs in chunks of MLP_CHUNK_TOKENS
 positions, each chunk recomputed again in its own backward pass (`tile_mlps`), so of the MLP's
 intermediates (3 s i, its down projection's adapter input and the gradients, 2 s i) only a
-chunk's exist at once: a fixed 2 x MLP_CHUNK_TOKENS x (mlp + s i) instead of a per-token cost
-(not yet calibrated on a GPU). The QLoRA path checkpoints every layer always; otherwise the
-batch plan turns checkpointing on only for a sequence that does not fit without it, and then on
-as few layers as make it fit (transformers' `every_n_layers`): recomputing a layer costs its forward
-pass again, so each layer kept saves time. The logits do not scale with the
-tokens: the output layer runs in chunks of CHUNK_BYTES of fp32 logits, recomputed in the
-backward pass (forward.py); six chunk-sized fp32 buffers are set aside for that, and 12 bytes
-per trainable parameter for the adapter's gradient and Adam moments. These are the tensors of
+chunk's exist at once: a fixed 2 x MLP_CHUNK_TOKENS x (mlp + s i) instead of a per-token cost.
+With the inputs offloaded, the passes measured held about half of what the recomputed layer's
+"twice its activations" says (Llama-3.1-8B shape, H200: bf16 at 196,608 tokens peaked at
+54.8 GiB where the estimate allowed 0.45 MiB a token, measured 0.21; QLoRA, tiled, at 262,144
+tokens 45.0 GiB, estimated 0.34 MiB a token, measured 0.16), so offloaded the recomputed layer
+counts its activations once, which still estimates 0.27 and 0.19. The QLoRA path checkpoints
+every layer always; otherwise the batch plan turns checkpointing on only for a sequence that
+does not fit without it, and then on as few layers as make it fit (transformers'
+`every_n_layers`): recomputing a layer costs its forward pass again, so each layer kept saves
+time. The logits do not scale with the tokens: the output layer runs in chunks of CHUNK_BYTES
+of fp32 logits, recomputed in the backward pass (forward.py); six chunk-sized fp32 buffers are
+set aside for that, and 12 bytes per trainable parameter for the adapter's gradient and Adam
+moments. These are the tensors of
 transformers' own (unfused) ops: counting autograd's saved tensors on the CPU for both shapes
 below agreed within 1.5%. Liger's fused kernels (CUDA) keep less.
 
@@ -169,9 +174,14 @@ def bytes_per_token(
     # large again, and the MLP's two intermediate gradients (calibrated on an H100 at 131,072
     # and 262,144 tokens; docs/benchmarks.md). Tiled, the MLP's part is a chunk's, fixed
     # (`tiled_mlp_bytes`); the MLP's output and its gradient stay whole.
-    recompute = 2 * layer + 2 * s * i
+    # Offloaded, the measured peak was about half that (runs Q and S on an H200: 0.21 MiB a
+    # token where this said 0.45, 0.16 where it said 0.34), so there the recomputed layer's
+    # activations count once; the estimate stays 23-30% above what was measured.
+    twice = 1 if checkpointed.offload else 2
+    recompute = twice * layer + 2 * s * i
     if checkpointed.mlp_chunk:
-        recompute = 2 * (layer - _mlp_bytes(shape, dtype_bytes, fp32_adapter_inputs)) + 2 * s * h
+        mlp = _mlp_bytes(shape, dtype_bytes, fp32_adapter_inputs)
+        recompute = twice * (layer - mlp) + 2 * s * h
     return _layers_peak(shape.layers, checkpointed, layer, recompute, s * h) + 4 * h + s * h
 
 
