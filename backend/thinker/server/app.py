@@ -52,6 +52,7 @@ from thinker.server.routes import (
     models,
     openai,
     sampling,
+    tinker_api,
     tokens,
 )
 from thinker.server.routes import settings as settings_routes
@@ -191,6 +192,7 @@ def _add_routes(app: FastAPI) -> None:
     for module, bounds in routers:
         api.include_router(module.router, dependencies=bounds)
     app.include_router(api)
+    app.include_router(tinker_api.router)  # the SDK's types bound its requests
     app.include_router(openai.router, dependencies=[Depends(require_token), *free_text])
 
 

@@ -18,6 +18,7 @@ from thinker.server.events import IMPORT_EVENT, IMPORTS_ROOM, EventHub
 from thinker.server.pool import ModelPool
 from thinker.services.datasets import DatasetService
 from thinker.services.imports import Imports
+from thinker.services.tinker_wire import TinkerWire
 from thinker.settings import Settings
 from thinker.store import engine_for, migrate, session_factory
 
@@ -33,6 +34,7 @@ class Platform:
     pool: ModelPool
     imports: Imports
     jobs: JobManager
+    wire: TinkerWire  # the Tinker SDK's clients (routes/tinker_api.py)
 
     @classmethod
     async def start(cls, settings: Settings, sio: socketio.AsyncServer) -> Platform:
@@ -61,7 +63,8 @@ class Platform:
             forget_models=pool.forget_all,
         )
         imports = Imports(datasets, emit_import)
-        platform = cls(settings, engine, sessions, sio, datasets, hub, pool, imports, jobs)
+        wire = TinkerWire(settings.data_dir / "tinker")
+        platform = cls(settings, engine, sessions, sio, datasets, hub, pool, imports, jobs, wire)
         await jobs.start()
         return platform
 
@@ -72,4 +75,5 @@ class Platform:
         await self.jobs.stop()
         await self.hub.stop()
         await self.pool.close()
+        self.wire.close()
         await self.engine.dispose()

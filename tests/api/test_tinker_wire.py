@@ -1,0 +1,257 @@
+"""The unmodified `tinker` SDK against `thinker serve`: Tinker's own HTTP protocol.
+
+A server runs under uvicorn in a thread; the SDK (the pinned release, as installed) talks to it
+over real HTTP, exactly as it talks to Tinker. What it computes must be what the in-process
+engine computes with the same seed, bit for bit on the CPU: losses, logprobs, optimizer
+metrics, sampled tokens. Requests start in the order of their `seq_id` whatever order they
+arrive in; a failed request fails alone with its reason; a poll of a request the server does
+not know (issued before a restart) answers at once; with auth on, the key is `tml-` and a
+Thinker token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import tinker
+import torch
+import uvicorn
+from tests.support.api import make_settings
+from tests.support.net import free_port
+from tinker import types
+
+import thinker
+from thinker.server.app import create_app
+from thinker.services.tokens import create_token
+from thinker.settings import Settings
+from thinker.store import make_engine, migrate, session_factory, sqlite_url
+
+torch.set_num_threads(1)
+TINY = "thinker/tiny"
+TOKENS = [5, 6, 7, 8, 9, 10, 11, 12]
+
+
+@contextmanager
+def _serving(settings: Settings) -> Iterator[str]:
+    """The app under uvicorn in a thread of this process; its root URL."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="error")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serving(make_settings(tmp_path_factory.mktemp("data"), None)) as root:
+        yield root
+
+
+def _datum(tokens: list[int]) -> types.Datum:
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": tokens[1:], "weights": [1.0] * (len(tokens) - 1)},
+    )
+
+
+def _run(service: Any) -> dict[str, Any]:
+    """Three steps, a forward, a save, a sample: what a Tinker script does."""
+    client = service.create_lora_training_client(TINY, rank=8, seed=3).result()
+    batch = [_datum(TOKENS), _datum(TOKENS[2:])]
+    losses, optim = [], []
+    for _ in range(3):
+        step = client.forward_backward(batch, "cross_entropy")
+        update = client.optim_step(types.AdamParams(learning_rate=1e-2))
+        losses.append(step.result().metrics["loss:sum"])
+        optim.append(update.result().metrics)
+    out = client.forward([_datum(TOKENS)], "cross_entropy").result()
+    logprobs = out.loss_fn_outputs[0]["logprobs"].tolist()
+    saved = client.save_state("wire").result().path
+    sampler = client.save_weights_and_get_sampling_client().result()
+    params = types.SamplingParams(max_tokens=6, temperature=1.0, seed=11)
+    sample = sampler.sample(types.ModelInput.from_ints(TOKENS), 3, params).result()
+    return {
+        "losses": losses,
+        "optim": optim,
+        "logprobs": logprobs,
+        "saved": saved,
+        "tokens": [list(s.tokens) for s in sample.sequences],
+        "sample_logprobs": [list(s.logprobs or []) for s in sample.sequences],
+        "sequence_ids": [s.sequence_id for s in sample.sequences],
+        "client": client,
+    }
+
+
+def test_the_unmodified_sdk_computes_over_http_what_the_engine_computes_in_process(
+    url: str, tmp_path: Path
+) -> None:
+    wire = tinker.ServiceClient(base_url=url, api_key="tml-any-key-while-auth-is-off")
+    over_http = _run(wire)
+    in_process = _run(thinker.ServiceClient(storage_dir=tmp_path))
+    for key in ("losses", "optim", "logprobs", "tokens", "sample_logprobs"):
+        assert over_http[key] == in_process[key], key  # bit for bit: one engine, one seed
+    assert over_http["losses"][2] < over_http["losses"][0]  # it trains
+    ids = over_http["sequence_ids"]
+    assert len(ids) == 3 and len(set(ids)) == 3 and all(ids)
+    # The checkpoint path is one the SDK's own parser takes, and a new client loads it: its
+    # model id is the one the SDK assumes (session:train:n), and it computes as the saved one.
+    parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(over_http["saved"])
+    assert parsed.checkpoint_type == "training"
+    loaded = wire.create_training_client_from_state(over_http["saved"]).result()
+    assert loaded.get_info().model_id.split(":")[1:] == ["train", "1"]
+    again = loaded.forward([_datum(TOKENS)], "cross_entropy").result()
+    assert again.loss_fn_outputs[0]["logprobs"].tolist() == over_http["logprobs"]
+    named = over_http["client"].save_weights_for_sampler("named").result().path
+    by_path = wire.create_sampling_client(model_path=named).result()
+    greedy = types.SamplingParams(max_tokens=4, temperature=0.0)
+    assert (
+        len(by_path.sample(types.ModelInput.from_ints(TOKENS), 1, greedy).result().sequences) == 1
+    )
+    wire.close("success")
+
+
+def test_requests_start_in_seq_order_and_a_failed_one_fails_alone(url: str) -> None:
+    """The SDK sends request k+1 before k has run, and a large forward_backward's chunks at
+    once (the first last); here an optimizer step (seq 2) arrives before its forward_backward
+    (seq 1), and must still run after it: the step then has gradients to apply."""
+    wire = tinker.ServiceClient(base_url=url, api_key="tml-x")
+    client = wire.create_lora_training_client(TINY, rank=4, seed=1).result()
+    # Raw requests go to a model of their own: the SDK numbers its client's requests itself.
+    model_id = wire.create_lora_training_client(TINY, rank=4).result().get_info().model_id
+
+    async def post(path: str, headers: dict[str, str] | None = None, **kwargs: Any) -> Any:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            response = await http.post(
+                path, headers={"X-API-Key": "tml-x", **(headers or {})}, **kwargs
+            )
+            response.raise_for_status()
+            return response.json()  # type: ignore[no-any-return]
+
+    from tinker.proto.request_conv import forward_backward_request_to_proto
+
+    request = types.ForwardBackwardRequest(
+        forward_backward_input=types.ForwardBackwardInput(
+            data=[_datum(TOKENS)], loss_fn="cross_entropy"
+        ),
+        model_id=model_id,
+        seq_id=1,
+    )
+    body = forward_backward_request_to_proto(request).SerializeToString()
+    step = {"model_id": model_id, "seq_id": 2, "adam_params": {"learning_rate": 1e-2}}
+
+    async def out_of_order() -> tuple[dict[str, Any], dict[str, Any]]:
+        optim = await post("/api/v1/optim_step", json=step)
+        await asyncio.sleep(0.2)  # it has arrived, and waits
+        fb = await post(
+            "/api/v1/forward_backward",
+            content=body,
+            headers={"Content-Type": "application/x-protobuf"},
+        )
+        return optim, fb
+
+    optim, _ = asyncio.run(out_of_order())
+    result = asyncio.run(post("/api/v1/retrieve_future", json={"request_id": optim["request_id"]}))
+    assert result.get("metrics", {}).get("grad_norm", 0) > 0, result  # ran after the backward
+    # A retried submission (the same seq_id) is the same request, not a second step.
+    assert asyncio.run(post("/api/v1/optim_step", json=step))["request_id"] == optim["request_id"]
+
+    # A bad request fails with its reason, as the user's fault; the next one runs.
+    bad = client.forward_backward([_datum(TOKENS)], "no_such_loss")
+    with pytest.raises(tinker.RequestFailedError, match="no_such_loss") as failed:
+        bad.result()
+    assert failed.value.category == "user"
+    assert client.forward([_datum(TOKENS)], "cross_entropy").result().metrics["loss:sum"] > 0
+
+
+def test_a_request_the_server_does_not_know_is_answered_at_once(url: str) -> None:
+    """After a restart the SDK's polls of older requests get 410 with the reason at once."""
+    started = time.monotonic()
+    response = httpx.post(
+        f"{url}/api/v1/retrieve_future",
+        json={"request_id": "req-from-before-a-restart"},
+        headers={"X-API-Key": "tml-x"},
+    )
+    assert response.status_code == 410 and "restarted" in response.json()["detail"]
+    assert time.monotonic() - started < 10  # no long poll on a request that cannot finish
+
+
+def test_with_auth_on_the_key_is_tml_and_a_thinker_token(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "data", None, require_auth=True)
+
+    async def first_token() -> str:
+        engine = make_engine(sqlite_url(settings.data_dir))
+        try:
+            await migrate(engine)
+            async with session_factory(engine)() as session:
+                return (await create_token(session, "sdk"))[1]
+        finally:
+            await engine.dispose()
+
+    settings.data_dir.mkdir(parents=True)
+    token = asyncio.run(first_token())
+    with _serving(settings) as root:
+        caps = tinker.RestClient(base_url=root, api_key=f"tml-{token}").get_server_capabilities()
+        assert TINY in [m.model_name for m in caps.result().supported_models]
+        refused = httpx.post(
+            f"{root}/api/v1/create_session", json={}, headers={"X-API-Key": "tml-nope"}
+        )
+        assert refused.status_code == 401
+
+
+def test_runs_checkpoints_custom_losses_and_prompt_logprobs_over_the_wire(url: str) -> None:
+    """The SDK's RestClient lists and deletes what a client saved; a custom loss (the SDK
+    computes it from the server's logprobs) trains; prompt logprobs come back."""
+    wire = tinker.ServiceClient(base_url=url, api_key="tml-x")
+    client = wire.create_lora_training_client(TINY, rank=4, seed=2).result()
+    state = client.save_state("kept").result().path
+    sampler_path = client.save_weights_for_sampler("for-chat").result().path
+    run_id = types.ParsedCheckpointTinkerPath.from_tinker_path(state).training_run_id
+    rest = tinker.RestClient(base_url=url, api_key="tml-x")
+    runs = rest.list_training_runs(limit=100).result()
+    assert run_id in [r.training_run_id for r in runs.training_runs]
+    listed = rest.list_checkpoints(run_id).result().checkpoints
+    assert sorted(c.tinker_path for c in listed) == sorted([state, sampler_path])
+    info = rest.get_weights_info_by_tinker_path(state).result()
+    assert (info.base_model, info.lora_rank) == (TINY, 4)
+    rest.delete_checkpoint(run_id, "weights/kept").result()
+    assert [c.tinker_path for c in rest.list_checkpoints(run_id).result().checkpoints] == [
+        sampler_path
+    ]
+    with pytest.raises(tinker.UnprocessableEntityError, match="hosted service"):
+        rest.publish_checkpoint_from_tinker_path(sampler_path).result()
+
+    def negative_mean_logprob(
+        data: list[types.Datum], logprobs: list[torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        loss = -torch.cat(logprobs).mean()
+        return loss, {"custom_loss": float(loss.detach())}
+
+    batch = [_datum(TOKENS)]
+    before = client.forward(batch, "cross_entropy").result().metrics["loss:sum"]
+    for _ in range(3):
+        client.forward_backward_custom(batch, negative_mean_logprob).result()
+        client.optim_step(types.AdamParams(learning_rate=2e-2)).result()
+    assert client.forward(batch, "cross_entropy").result().metrics["loss:sum"] < before
+
+    sampler = client.save_weights_and_get_sampling_client().result()
+    logprobs = sampler.compute_logprobs(types.ModelInput.from_ints(TOKENS)).result()
+    assert logprobs[0] is None and len(logprobs) == len(TOKENS)
+    assert all(v is not None and v < 0 for v in logprobs[1:])
