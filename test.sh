@@ -14,8 +14,21 @@ if pg_env="$(scripts/postgres.sh)"; then
 else
   echo "[test] no PostgreSQL server: its tests are skipped (THINKER_REQUIRE_POSTGRES=1 fails)" >&2
 fi
+if [ "$#" -eq 0 ]; then
+  # The whole suite: the tinker-cookbook's recipes against `thinker serve` run beside pytest
+  # (their own virtual environment, mostly installing and waiting on the server).
+  cookbook_log="$(mktemp)"
+  python tests/cookbook/run_recipes.py >"$cookbook_log" 2>&1 &
+  cookbook_pid=$!
+  trap 'kill "$cookbook_pid" 2>/dev/null || true' EXIT
+fi
 python -m pytest -q -p no:cacheprovider "$@"
 if [ "$#" -eq 0 ]; then  # the whole suite: the type check and the dashboard's tests too
   scripts/typecheck.sh
   scripts/test_frontend.sh
+  if ! wait "$cookbook_pid"; then
+    cat "$cookbook_log"
+    exit 1
+  fi
+  tail -n 3 "$cookbook_log"
 fi

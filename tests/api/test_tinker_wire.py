@@ -88,7 +88,26 @@ def _run(service: Any) -> dict[str, Any]:
     sampler = client.save_weights_and_get_sampling_client().result()
     params = types.SamplingParams(max_tokens=6, temperature=1.0, seed=11)
     sample = sampler.sample(types.ModelInput.from_ints(TOKENS), 3, params).result()
+    # An RL step on what was sampled: the importance-sampling loss with per-token inputs.
+    rl = []
+    for i, seq in enumerate(sample.sequences):
+        tokens = TOKENS + list(seq.tokens)
+        n = len(tokens) - 1
+        prompt = len(TOKENS) - 1
+        rl.append(
+            types.Datum(
+                model_input=types.ModelInput.from_ints(tokens[:-1]),
+                loss_fn_inputs={
+                    "target_tokens": tokens[1:],
+                    "logprobs": [0.0] * prompt + list(seq.logprobs or []),
+                    "advantages": [0.0] * prompt + [1.0 - i] * (n - prompt),
+                },
+            )
+        )
+    rl_out = client.forward_backward(rl, "importance_sampling").result()
     return {
+        "rl_loss": rl_out.metrics["loss:sum"],
+        "rl_logprobs": [o["logprobs"].tolist() for o in rl_out.loss_fn_outputs],
         "losses": losses,
         "optim": optim,
         "logprobs": logprobs,
@@ -106,7 +125,8 @@ def test_the_unmodified_sdk_computes_over_http_what_the_engine_computes_in_proce
     wire = tinker.ServiceClient(base_url=url, api_key="tml-any-key-while-auth-is-off")
     over_http = _run(wire)
     in_process = _run(thinker.ServiceClient(storage_dir=tmp_path))
-    for key in ("losses", "optim", "logprobs", "tokens", "sample_logprobs"):
+    keys = ("losses", "optim", "logprobs", "tokens", "sample_logprobs", "rl_loss", "rl_logprobs")
+    for key in keys:
         assert over_http[key] == in_process[key], key  # bit for bit: one engine, one seed
     assert over_http["losses"][2] < over_http["losses"][0]  # it trains
     ids = over_http["sequence_ids"]
@@ -235,6 +255,11 @@ def test_runs_checkpoints_custom_losses_and_prompt_logprobs_over_the_wire(url: s
     assert [c.tinker_path for c in rest.list_checkpoints(run_id).result().checkpoints] == [
         sampler_path
     ]
+    rest.set_checkpoint_ttl_from_tinker_path(sampler_path, 7200).result()
+    (listed,) = rest.list_checkpoints(run_id).result().checkpoints
+    assert listed.expires_at is not None  # the TTL, as the SDK reads it
+    rest.set_checkpoint_ttl_from_tinker_path(sampler_path, None).result()
+    assert rest.list_checkpoints(run_id).result().checkpoints[0].expires_at is None
     with pytest.raises(tinker.UnprocessableEntityError, match="hosted service"):
         rest.publish_checkpoint_from_tinker_path(sampler_path).result()
 

@@ -172,10 +172,13 @@ def test_checkpoints_are_atomic_and_never_overwritten(service, tmp_path: Path) -
         service.create_sampling_client(model_path="thinker://only-run")
 
 
-def test_the_sdks_second_argument_is_a_ttl_and_never_overwrites(service, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """`save_state("a", 3600)` is the tinker SDK's `ttl_seconds=3600`: local checkpoints do not
-    expire, so it is refused, and the existing checkpoint "a" stays as it was (it used to be
-    read as overwrite=3600 and replaced). `user_metadata` is kept with the checkpoint."""
+def test_the_sdks_second_argument_is_a_ttl_and_never_overwrites(
+    service, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """`save_state("a", 3600)` is the tinker SDK's `ttl_seconds=3600`, never an overwrite (it
+    used to be read as overwrite=3600 and replaced "a"): the existing "a" is refused and stays
+    as it was. A checkpoint saved with a TTL is there until the TTL runs out, then refused by
+    name and deleted; `user_metadata` is kept with the checkpoint."""
     from thinker.engine.local import checkpoints
 
     tc, _ = _trained(service, steps=1)
@@ -184,15 +187,28 @@ def test_the_sdks_second_argument_is_a_ttl_and_never_overwrites(service, tmp_pat
     before = checkpoints.read_meta(directory)
     assert before["user_metadata"] == {"purpose": "test"}
     tc.optim_step(types.AdamParams(learning_rate=1e-2)).result()  # the step moves on
-    for save in (tc.save_state, tc.save_weights_for_sampler):
-        with pytest.raises(ConfigError, match="ttl_seconds=3600: local checkpoints do not expire"):
-            save("a", 3600)
+    with pytest.raises(CheckpointError, match="already exists"):
+        tc.save_state("a", 3600).result()
     assert checkpoints.read_meta(directory) == before
     replaced = tc.save_state("a", overwrite=True).result().path
     assert (
         checkpoints.read_meta(checkpoints.resolve(replaced, tmp_path))["created"]
         > before["created"]
     )
+    # A TTL: the checkpoint loads until its hour is up, then it is gone.
+    sampler = tc.save_weights_for_sampler("brief", 3600).result().path
+    brief = checkpoints.resolve(sampler, tmp_path)
+    checkpoints.verify(brief)  # the expiry sits beside the checksums
+    assert checkpoints.expires_at(brief) is not None
+    now = checkpoints.clock()
+    monkeypatch.setattr(checkpoints, "clock", lambda: now + 3599)
+    service.create_sampling_client(model_path=sampler).result()
+    monkeypatch.setattr(checkpoints, "clock", lambda: now + 3601)
+    with pytest.raises(CheckpointError, match="expired"):
+        service.create_sampling_client(model_path=sampler)
+    assert not brief.exists()
+    with pytest.raises(CheckpointError, match="TTL is a number of seconds"):
+        tc.save_state("b", 0)
 
 
 def test_calls_are_futures_that_run_in_submission_order(service) -> None:  # type: ignore[no-untyped-def]

@@ -80,7 +80,6 @@ ACCOUNT = {
     "list_sessions",
     "publish_checkpoint_from_tinker_path",
     "search_sessions",
-    "set_checkpoint_ttl_from_tinker_path",
     "unpublish_checkpoint_from_tinker_path",
     "whoami",
 }
@@ -262,7 +261,7 @@ def test_the_local_rest_client_has_the_sdks_run_and_checkpoint_operations() -> N
         assert hasattr(LocalRestClient, method), f"the local RestClient lacks {method}"
         _same_parameters(fn, getattr(LocalRestClient, method), f"RestClient.{method}")
         offered += 1
-    assert offered == 10
+    assert offered == 11
 
 
 def test_the_rest_client_lists_reads_and_deletes_local_checkpoints(tmp_path: Path) -> None:
@@ -402,5 +401,7 @@ def test_copy_weights_links_a_checkpoint_into_a_new_run(tmp_path: Path) -> None:
     assert checkpoints.read_meta(copied_dir)["copied_from"] == source
     resumed = service.create_training_client_from_state_with_optimizer(copy).result()
     assert resumed.step == tc.step  # type: ignore[attr-defined]
-    with pytest.raises(ConfigError, match="do not expire"):
-        service.copy_weights(source, ttl_seconds=3600)
+    # The copy's own TTL: it expires while the source stays.
+    brief = service.copy_weights(source, ttl_seconds=3600).result()
+    assert checkpoints.expires_at(checkpoints.resolve(brief, tmp_path)) is not None
+    assert checkpoints.expires_at(source_dir) is None

@@ -9,6 +9,11 @@ under a temporary name and renamed into place, so a crash never leaves a half-wr
 Its `SHA256SUMS` (the format `sha256sum -c` reads) holds the checksum of every other file;
 `verify` checks them before a checkpoint is loaded or served, so that bytes changed on disk
 are refused by name rather than loaded as weights.
+
+A checkpoint saved with a TTL (`ttl_seconds`, as on Tinker) expires: once its time has come,
+it is deleted when it is next resolved (loaded, sampled, copied) or listed, and the path is
+refused with the time it expired. The expiry lives in its own file beside the checksums
+(EXPIRY_FILE), since a TTL may be changed after saving (`set_ttl`).
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ import logging
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,6 +39,8 @@ SCHEME = "tinker://"  # what new checkpoints are called
 SCHEMES = (SCHEME, "thinker://")  # what resolves: the older form too
 STATE_FILE = "thinker_checkpoint.json"
 MANIFEST_FILE = "SHA256SUMS"
+EXPIRY_FILE = "expires_at.json"  # outside the checksums: a TTL may change after saving
+clock = time.time  # the time checkpoints expire by (a test moves it)
 log = logging.getLogger("thinker.engine")
 CheckpointKind = Literal["weights", "sampler_weights", "external_weights"]
 _KINDS: dict[str, CheckpointKind] = {
@@ -84,11 +93,57 @@ def parse(path: str) -> CheckpointPath:
 
 
 def resolve(path: str, storage_dir: Path) -> Path:
-    """The directory of a checkpoint given as a tinker:// path or a plain local directory."""
+    """The directory of a checkpoint given as a tinker:// path or a plain local directory.
+
+    Raises:
+        CheckpointError: There is none, or it has expired (it is deleted then).
+    """
     directory = parse(path).directory(storage_dir) if is_path(path) else Path(path)
     if not (directory / STATE_FILE).is_file():
         raise CheckpointError(f"no checkpoint at {path!r} (looked in {directory})")
+    if expire_if_due(directory):
+        raise CheckpointError(
+            f"checkpoint {path!r} has expired: its TTL ran out and it was deleted"
+        )
     return directory
+
+
+def check_ttl(ttl_seconds: int | None) -> None:
+    if ttl_seconds is not None and (isinstance(ttl_seconds, bool) or ttl_seconds < 1):
+        raise CheckpointError(f"ttl_seconds={ttl_seconds!r}: a TTL is a number of seconds >= 1")
+
+
+def set_ttl(directory: Path, ttl_seconds: int | None) -> None:
+    """Expire the checkpoint in `directory` `ttl_seconds` from now; None: never."""
+    check_ttl(ttl_seconds)
+    target = directory / EXPIRY_FILE
+    if ttl_seconds is None:
+        target.unlink(missing_ok=True)
+        return
+    tmp = directory / f".{EXPIRY_FILE}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.write_text(json.dumps({"expires_at": clock() + ttl_seconds}), encoding="utf-8")
+    os.replace(tmp, target)
+
+
+def expires_at(directory: Path) -> datetime | None:
+    """When the checkpoint in `directory` expires; None: never."""
+    try:
+        value = json.loads((directory / EXPIRY_FILE).read_text(encoding="utf-8"))["expires_at"]
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as e:
+        raise DamagedError(f"checkpoint {directory}: {EXPIRY_FILE} is damaged") from e
+    return datetime.fromtimestamp(float(value), UTC)
+
+
+def expire_if_due(directory: Path) -> bool:
+    """Delete the checkpoint in `directory` if its TTL has run out; whether it did."""
+    due = expires_at(directory)
+    if due is None or due.timestamp() > clock():
+        return False
+    shutil.rmtree(directory, ignore_errors=True)
+    log.info("checkpoint %s expired at %s: deleted", directory, due.isoformat())
+    return True
 
 
 def read_meta(directory: Path) -> dict[str, Any]:
@@ -107,16 +162,21 @@ def read_meta(directory: Path) -> dict[str, Any]:
 
 
 def write_atomically(
-    target: Path, write: Callable[[Path], None], meta: dict[str, Any], overwrite: bool = False
+    target: Path,
+    write: Callable[[Path], None],
+    meta: dict[str, Any],
+    overwrite: bool = False,
+    ttl_seconds: int | None = None,
 ) -> None:
-    """Call `write(tmp_dir)`, add the metadata file and the checksums, then rename tmp_dir to
-    `target`.
+    """Call `write(tmp_dir)`, add the metadata file and the checksums (and the expiry, with a
+    TTL), then rename tmp_dir to `target`.
 
     Raises:
         StorageError: The disk filled up: "no space left on device while saving the checkpoint
             at step N (X free on <dir>)"; nothing of the checkpoint is left.
     """
-    if target.exists() and not overwrite:
+    check_ttl(ttl_seconds)
+    if target.exists() and not overwrite and not expire_if_due(target):
         raise CheckpointError(f"checkpoint {target} already exists (pass overwrite=True)")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
@@ -126,6 +186,7 @@ def write_atomically(
         meta = {**meta, "checksums": MANIFEST_FILE}  # a checkpoint that lost it is damaged
         (tmp / STATE_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         _write_manifest(tmp)
+        set_ttl(tmp, ttl_seconds)
         _fsync_dir(tmp)
         if target.exists():
             shutil.rmtree(target)

@@ -3,8 +3,8 @@ answered from the checkpoint storage directory (`<storage_dir>/<run>/<kind>/<nam
 
 A run here is a training client's run id; its checkpoints are what `save_state` and
 `save_weights_for_sampler` wrote. The operations on runs and checkpoints that have a local
-meaning are here (listing, reading, deleting); the account-level ones (billing, audit log,
-sessions, projects, publishing, TTLs) belong to a hosted service and are not offered.
+meaning are here (listing, reading, deleting, TTLs); the account-level ones (billing, audit
+log, sessions, projects, publishing) belong to a hosted service and are not offered.
 """
 
 from __future__ import annotations
@@ -107,6 +107,13 @@ class LocalRestClient:
         shutil.rmtree(directory)
         return EngineFuture.completed(None)
 
+    def set_checkpoint_ttl_from_tinker_path(
+        self, tinker_path: str, ttl_seconds: int | None
+    ) -> EngineFuture[None]:
+        """Expire the checkpoint `ttl_seconds` from now (None: never), as on Tinker."""
+        checkpoints.set_ttl(checkpoints.resolve(tinker_path, self._storage_dir), ttl_seconds)
+        return EngineFuture.completed(None)
+
     def get_server_capabilities(self) -> EngineFuture[types.GetServerCapabilitiesResponse]:
         return EngineFuture.completed(capabilities())
 
@@ -127,7 +134,7 @@ class LocalRestClient:
                 continue
             for directory in sorted(folder.iterdir()):
                 meta = _meta(directory)
-                if meta is None:
+                if meta is None or checkpoints.expire_if_due(directory):
                     continue
                 found.append(
                     types.Checkpoint(
@@ -139,6 +146,7 @@ class LocalRestClient:
                             f.stat().st_size for f in directory.rglob("*") if f.is_file()
                         ),
                         user_metadata=meta.get("user_metadata"),
+                        expires_at=checkpoints.expires_at(directory),
                     )
                 )
         return sorted(found, key=lambda c: c.time)

@@ -90,9 +90,9 @@ class LocalServiceClient:
     ) -> EngineFuture[str]:
         """A copy of the checkpoint at `path` under a new run (`copy-<hex>`), the same kind and
         name; its files are hard links to the source's where the file system allows, so no
-        bytes are duplicated (as on Tinker). The copy's run is not trained on."""
-        if ttl_seconds is not None:
-            raise ConfigError(f"ttl_seconds={ttl_seconds!r}: local checkpoints do not expire")
+        bytes are duplicated (as on Tinker). The copy's run is not trained on; `ttl_seconds`
+        is the copy's TTL (the source's does not carry over)."""
+        checkpoints.check_ttl(ttl_seconds)
         source = checkpoints.resolve(path, self.storage_dir)
         checkpoints.verify(source)
         meta = checkpoints.read_meta(source)
@@ -102,7 +102,8 @@ class LocalServiceClient:
         copy = checkpoints.CheckpointPath(
             f"copy-{uuid.uuid4().hex[:8]}", original.kind, original.name
         )
-        kept = {checkpoints.STATE_FILE, checkpoints.MANIFEST_FILE}  # written anew for the copy
+        # written anew for the copy
+        kept = {checkpoints.STATE_FILE, checkpoints.MANIFEST_FILE, checkpoints.EXPIRY_FILE}
 
         def write(tmp: Path) -> None:
             for file in source.rglob("*"):
@@ -116,7 +117,9 @@ class LocalServiceClient:
                     shutil.copy2(file, target)
 
         copied = {**meta, "run_id": copy.run_id, "copied_from": path}
-        checkpoints.write_atomically(copy.directory(self.storage_dir), write, copied)
+        checkpoints.write_atomically(
+            copy.directory(self.storage_dir), write, copied, ttl_seconds=ttl_seconds
+        )
         return EngineFuture.completed(str(copy))
 
     def create_rest_client(self) -> LocalRestClient:

@@ -151,12 +151,13 @@ class LocalTrainingClient:
     ) -> EngineFuture[types.SaveWeightsResponse]:
         """Adapter, optimizer state and step, as `tinker://<run>/weights/<name>`. The
         arguments are the tinker SDK's, in its order (`save_state("x", 3600)` is a TTL, never
-        an overwrite); `user_metadata` is kept in the checkpoint's metadata."""
+        an overwrite): with a TTL the checkpoint is deleted once it runs out
+        (checkpoints.py); `user_metadata` is kept in the checkpoint's metadata."""
         checkpoints.check_name(name)
-        _no_ttl(ttl_seconds)
+        checkpoints.check_ttl(ttl_seconds)
         return self._executor.submit(
             lambda: types.SaveWeightsResponse(
-                path=self._save(name, "weights", overwrite, user_metadata)
+                path=self._save(name, "weights", overwrite, user_metadata, ttl_seconds)
             )
         )
 
@@ -171,10 +172,10 @@ class LocalTrainingClient:
         """The adapter alone (PEFT format), as `tinker://<run>/sampler_weights/<name>`; the
         arguments as `save_state`'s."""
         checkpoints.check_name(name)
-        _no_ttl(ttl_seconds)
+        checkpoints.check_ttl(ttl_seconds)
         return self._executor.submit(
             lambda: types.SaveWeightsForSamplerResponse(
-                path=self._save(name, "sampler_weights", overwrite, user_metadata)
+                path=self._save(name, "sampler_weights", overwrite, user_metadata, ttl_seconds)
             )
         )
 
@@ -189,7 +190,7 @@ class LocalTrainingClient:
         `from_pretrained` loads, and a `base_model` for a new job. Merged on the CPU in fp32
         (a small adapter delta is not rounded away), like the model library's export."""
         checkpoints.check_name(name)
-        _no_ttl(ttl_seconds)
+        checkpoints.check_ttl(ttl_seconds)
         if age_encryption_recipients:
             raise ConfigError(
                 "age_encryption_recipients: local weights stay on this machine and are not "
@@ -198,7 +199,7 @@ class LocalTrainingClient:
         if self._placement.quantization is not None:
             raise ConfigError("save_weights_external: a 4-bit base cannot absorb an adapter")
         return self._executor.submit(
-            lambda: types.SaveWeightsExternalResponse(path=self._save_external(name))
+            lambda: types.SaveWeightsExternalResponse(path=self._save_external(name, ttl_seconds))
         )
 
     def save_weights_and_get_sampling_client(
@@ -615,6 +616,7 @@ class LocalTrainingClient:
         kind: checkpoints.CheckpointKind,
         overwrite: bool,
         user_metadata: dict[str, str] | None = None,
+        ttl_seconds: int | None = None,
     ) -> str:
         """Write the checkpoint `name` of `kind`; its tinker:// path."""
         path = CheckpointPath(self.run_id, kind, name)
@@ -633,10 +635,12 @@ class LocalTrainingClient:
             if kind == "weights":
                 torch.save(self._optimizer.state_dict(), tmp / OPTIMIZER_FILE)
 
-        checkpoints.write_atomically(path.directory(self._storage_dir), write, meta, overwrite)
+        checkpoints.write_atomically(
+            path.directory(self._storage_dir), write, meta, overwrite, ttl_seconds
+        )
         return str(path)
 
-    def _save_external(self, name: str) -> str:
+    def _save_external(self, name: str, ttl_seconds: int | None = None) -> str:
         path = CheckpointPath(self.run_id, "external_weights", name)
         meta = {
             "kind": "external_weights",
@@ -656,7 +660,9 @@ class LocalTrainingClient:
                 peft_model.merge_and_unload().save_pretrained(str(tmp), max_shard_size="5GB")
             self._tokenizer.save_pretrained(str(tmp))
 
-        checkpoints.write_atomically(path.directory(self._storage_dir), write, meta)
+        checkpoints.write_atomically(
+            path.directory(self._storage_dir), write, meta, ttl_seconds=ttl_seconds
+        )
         return str(path)
 
     def _adapter_snapshot(self) -> dict[str, Tensor]:
@@ -686,16 +692,6 @@ class LocalTrainingClient:
             self._optimizer.load_state_dict(optim_state)
             self._step = int(meta["step"])
         return types.LoadWeightsResponse(path=path)
-
-
-def _no_ttl(ttl_seconds: int | None) -> None:
-    """Local checkpoints do not expire: a TTL is refused rather than silently dropped."""
-    if ttl_seconds is not None:
-        raise ConfigError(
-            f"ttl_seconds={ttl_seconds!r}: local checkpoints do not expire; pass None (the "
-            "tinker SDK's second argument of save_state is ttl_seconds; to replace an "
-            "existing checkpoint pass overwrite=True by name)"
-        )
 
 
 def compiled_without_dropout(model: torch.nn.Module) -> bool:

@@ -317,13 +317,22 @@ async def delete_checkpoint(run_id: str, checkpoint_id: str, wire: Wire) -> dict
 @router.api_route(
     "/training_runs/{run_id}/checkpoints/{checkpoint_id:path}/publish", methods=["POST", "DELETE"]
 )
-@router.put("/training_runs/{run_id}/checkpoints/{checkpoint_id:path}/ttl")
 @router.get("/training_runs/{run_id}/checkpoints/{checkpoint_id:path}/external_weights_urls")
 async def hosted_only(run_id: str, checkpoint_id: str) -> None:
     raise ConfigError(
-        "publishing, checkpoint TTLs and archive download links belong to Tinker's hosted "
-        "service; a Thinker server keeps checkpoints until they are deleted"
+        "publishing and archive download links belong to Tinker's hosted service; a Thinker "
+        "server's checkpoints are read through this API or its dashboard"
     )
+
+
+@router.put("/training_runs/{run_id}/checkpoints/{checkpoint_id:path}/ttl")
+async def set_checkpoint_ttl(
+    run_id: str, checkpoint_id: str, request: Request, wire: Wire
+) -> dict[str, Any]:
+    ttl = (await request.json()).get("ttl_seconds")
+    path = f"tinker://{run_id}/{checkpoint_id}"
+    _rest(wire, lambda r: r.set_checkpoint_ttl_from_tinker_path(path, ttl))
+    return {}
 
 
 @router.post("/weights_info")
