@@ -12,7 +12,9 @@ only command-line settings small enough for a CPU.
 What is checked, from the recipes' own outputs and the server's API: each finished (exit 0);
 SL logged every step, its loss fell, and its checkpoints (step 2 and the final state and
 sampler weights) are the server's, listed by its RestClient routes; RL sampled, graded and
-logged each step and saved its final checkpoints. The last line is `N passed, N failed`.
+logged each step and saved its final checkpoints. Then sdk_conformance.py calls every public
+method of the SDK's clients in the same environment and prints its table. The last line is
+`N passed, N failed`.
 
     .venv/bin/python tests/cookbook/run_recipes.py          # builds .venv-cookbook if missing
 """
@@ -169,6 +171,20 @@ def check_rl(url: str, hf_home: Path, work: Path) -> None:
     assert final["sampler_path"].startswith("tinker://"), final
 
 
+def check_conformance(url: str, hf_home: Path, work: Path) -> None:
+    """sdk_conformance.py: every public method of the SDK's clients, in the same environment."""
+    env = offline_env(hf_home)
+    script = str(REPO / "tests" / "cookbook" / "sdk_conformance.py")
+    table = work / "conformance.md"
+    done = subprocess.run(
+        [str(PYTHON), script, url, "--markdown", str(table)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    print(done.stdout.rsplit("\n", 2)[0])  # the table
+    if done.returncode != 0:
+        raise AssertionError(f"sdk_conformance exited {done.returncode}:\n{done.stderr[-3000:]}")
+
+
 def main() -> None:
     ensure_venv()
     work = Path(tempfile.mkdtemp(prefix="thinker-cookbook-"))
@@ -185,6 +201,7 @@ def main() -> None:
             checks: dict[str, Callable[[str, Path, Path], None]] = {
                 "sl_loop": check_sl,
                 "rl_loop": check_rl,
+                "sdk_conformance": check_conformance,
             }
             for name, check in checks.items():
                 try:

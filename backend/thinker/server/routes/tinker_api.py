@@ -308,12 +308,6 @@ async def read_checkpoints(wire: Wire, limit: int = 100, offset: int = 0) -> dic
     return _dumped(_rest(wire, lambda r: r.list_user_checkpoints(limit, offset)))
 
 
-@router.delete("/training_runs/{run_id}/checkpoints/{checkpoint_id:path}")
-async def delete_checkpoint(run_id: str, checkpoint_id: str, wire: Wire) -> dict[str, Any]:
-    _rest(wire, lambda r: r.delete_checkpoint(run_id, checkpoint_id))
-    return {}
-
-
 @router.api_route(
     "/training_runs/{run_id}/checkpoints/{checkpoint_id:path}/publish", methods=["POST", "DELETE"]
 )
@@ -332,6 +326,13 @@ async def set_checkpoint_ttl(
     ttl = (await request.json()).get("ttl_seconds")
     path = f"tinker://{run_id}/{checkpoint_id}"
     _rest(wire, lambda r: r.set_checkpoint_ttl_from_tinker_path(path, ttl))
+    return {}
+
+
+# After the routes with a suffix (/publish, /ttl): a checkpoint id holds slashes.
+@router.delete("/training_runs/{run_id}/checkpoints/{checkpoint_id:path}")
+async def delete_checkpoint(run_id: str, checkpoint_id: str, wire: Wire) -> dict[str, Any]:
+    _rest(wire, lambda r: r.delete_checkpoint(run_id, checkpoint_id))
     return {}
 
 

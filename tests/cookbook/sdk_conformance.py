@@ -1,0 +1,301 @@
+"""Every public method of the installed `tinker` SDK's clients against a Thinker server.
+
+Runs in an environment with only the SDK (and torch, for custom losses), against a running
+`thinker serve` whose base models include MODEL (run_recipes.py runs it in the cookbook's
+environment, on the offline cache it builds, so `get_tokenizer` works offline too). Each
+method is called as a user would and its result checked; it is then one of:
+
+- `ok`: it ran and its result was right;
+- `refused`: the server answered with its reason, as documented for what only the hosted
+  service offers (publishing, archive links, accounts);
+- `absent`: this SDK version has no such method;
+- `FAILED`: anything else (the run then exits 1).
+
+It prints a Markdown table (method, result, detail) and `N passed, N failed`. Usage:
+
+    python tests/cookbook/sdk_conformance.py http://127.0.0.1:8000 [--markdown out.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+import warnings
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import tinker
+import torch
+from tinker import types
+
+MODEL = "meta-llama/Llama-3.2-1B"
+KEY = "tml-conformance"
+TOKENS = [5, 6, 7, 8, 9, 10, 11, 12]
+HOSTED_ONLY = ("hosted service",)  # the server's words for what it does not offer
+warnings.simplefilter("ignore", FutureWarning)  # the SDK's own deprecation notes
+
+
+def got(value: Any) -> Any:
+    """A client, from an SDK that returns it (< 0.38) or a future of it (0.38)."""
+    return value.result() if hasattr(value, "result") else value
+
+
+def datum(tokens: list[int]) -> types.Datum:
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": tokens[1:], "weights": [1.0] * (len(tokens) - 1)},
+    )
+
+
+class Run:
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str]] = []
+
+    def check(self, name: str, call: Callable[[], str | None], obj: Any = None) -> None:
+        """Call `call` (it returns a detail, or raises); `obj` lacking the method: absent."""
+        method = name.rsplit(".", 1)[-1].split("[")[0]
+        if obj is not None and not hasattr(obj, method):
+            self.rows.append((name, "absent", f"not in tinker {version('tinker')}"))
+            return
+        try:
+            detail = call() or ""
+            self.rows.append((name, "ok", detail))
+        except Exception as e:  # noqa: BLE001 - every outcome is a row
+            text = f"{type(e).__name__}: {e}".replace("\n", " ")[:160]
+            hosted = any(word in str(e) for word in HOSTED_ONLY)
+            self.rows.append((name, "refused" if hosted else "FAILED", text))
+            if not hosted:
+                traceback.print_exc()
+
+    def table(self) -> str:
+        lines = [f"| method (tinker {version('tinker')}) | result | detail |", "|---|---|---|"]
+        lines += [f"| `{n}` | {r} | {d.replace('|', '/')} |" for n, r, d in self.rows]
+        return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("base_url")
+    parser.add_argument("--markdown", type=Path)
+    args = parser.parse_args()
+    run = Run()
+    check = run.check
+    service = tinker.ServiceClient(base_url=args.base_url, api_key=KEY)
+    state: dict[str, Any] = {}
+
+    def create() -> str:
+        state["tc"] = got(service.create_lora_training_client(MODEL, rank=4, seed=1))
+        return state["tc"].get_info().model_id
+
+    check("ServiceClient.create_lora_training_client", create, service)
+    tc = state["tc"]
+
+    def info() -> str:
+        got = tc.get_info()
+        assert got.model_data.model_name == MODEL and got.lora_rank == 4, got
+        return f"rank {got.lora_rank}"
+
+    check("TrainingClient.get_info", info, tc)
+
+    def forward_backward() -> str:
+        first = tc.forward_backward([datum(TOKENS)], "cross_entropy").result()
+        tc.optim_step(types.AdamParams(learning_rate=5e-2)).result()
+        after = tc.forward([datum(TOKENS)], "cross_entropy").result()
+        assert after.metrics["loss:sum"] < first.metrics["loss:sum"], (first, after)
+        return f"loss {first.metrics['loss:sum']:.3f} -> {after.metrics['loss:sum']:.3f}"
+
+    check("TrainingClient.forward_backward", forward_backward, tc)
+
+    def forward() -> str:
+        out = tc.forward([datum(TOKENS)], "cross_entropy").result()
+        logprobs = out.loss_fn_outputs[0]["logprobs"].tolist()
+        assert len(logprobs) == len(TOKENS) - 1 and all(v < 0 for v in logprobs)
+        return f"{len(logprobs)} logprobs"
+
+    check("TrainingClient.forward", forward, tc)
+
+    def optim_step() -> str:
+        tc.forward_backward([datum(TOKENS)], "cross_entropy").result()
+        metrics = tc.optim_step(types.AdamParams(learning_rate=1e-3)).result().metrics or {}
+        assert metrics.get("grad_norm", 0) > 0, metrics
+        return f"grad_norm {metrics['grad_norm']:.3f}"
+
+    check("TrainingClient.optim_step", optim_step, tc)
+
+    for loss, inputs in (
+        ("importance_sampling", {"logprobs": [-1.0] * 7, "advantages": [1.0] * 7}),
+        ("ppo", {"logprobs": [-1.0] * 7, "advantages": [1.0] * 7}),
+        ("cispo", {"logprobs": [-1.0] * 7, "advantages": [1.0] * 7}),
+        ("dro", {"logprobs": [-1.0] * 7, "advantages": [1.0] * 7}),
+    ):
+
+        def rl_loss(loss: str = loss, inputs: dict = inputs) -> str:
+            d = types.Datum(
+                model_input=types.ModelInput.from_ints(TOKENS[:-1]),
+                loss_fn_inputs={"target_tokens": TOKENS[1:], **inputs},
+            )
+            config = {"beta": 0.1} if loss == "dro" else None
+            out = tc.forward_backward([d], loss, config).result()
+            return f"loss:sum {out.metrics['loss:sum']:.3f}"
+
+        check(f"TrainingClient.forward_backward[{loss}]", rl_loss, tc)
+
+    def custom() -> str:
+        def loss_fn(data: list, logprobs: list) -> tuple[torch.Tensor, dict[str, float]]:
+            loss = -torch.cat(logprobs).mean()
+            return loss, {"neg_mean_logprob": float(loss.detach())}
+
+        out = tc.forward_backward_custom([datum(TOKENS)], loss_fn).result()
+        return f"metrics {sorted(out.metrics)}"
+
+    check("TrainingClient.forward_backward_custom", custom, tc)
+
+    def save_state() -> str:
+        state["state"] = tc.save_state("conformance", 3600).result().path
+        return state["state"]
+
+    check("TrainingClient.save_state", save_state, tc)
+
+    def load_state() -> str:
+        tc.load_state(state["state"]).result()
+        return "loaded"
+
+    check("TrainingClient.load_state", load_state, tc)
+
+    def load_with_optimizer() -> str:
+        tc.load_state_with_optimizer(state["state"]).result()
+        return "loaded"
+
+    check("TrainingClient.load_state_with_optimizer", load_with_optimizer, tc)
+
+    def for_sampler() -> str:
+        state["sampler"] = tc.save_weights_for_sampler("conformance-s").result().path
+        return state["sampler"]
+
+    check("TrainingClient.save_weights_for_sampler", for_sampler, tc)
+
+    def sampler_of_training() -> str:
+        sampler = got(tc.save_weights_and_get_sampling_client())
+        params = types.SamplingParams(max_tokens=6, temperature=1.0, seed=3)
+        out = sampler.sample(types.ModelInput.from_ints(TOKENS), 3, params).result()
+        assert len(out.sequences) == 3 and all(len(s.tokens) == 6 for s in out.sequences)
+        ids = [getattr(s, "sequence_id", None) for s in out.sequences]
+        return f"3 samples, ids {ids[0]}..."
+
+    check("TrainingClient.save_weights_and_get_sampling_client", sampler_of_training, tc)
+
+    def external() -> str:
+        return tc.save_weights_external("conformance-e").result().path
+
+    check("TrainingClient.save_weights_external", external, tc)
+
+    def tokenizer() -> str:
+        return f"{type(tc.get_tokenizer()).__name__}"
+
+    check("TrainingClient.get_tokenizer", tokenizer, tc)
+
+    def from_state(with_optimizer: bool) -> str:
+        create_from = (
+            service.create_training_client_from_state_with_optimizer
+            if with_optimizer
+            else service.create_training_client_from_state
+        )
+        loaded = got(create_from(state["state"]))
+        return loaded.get_info().model_id
+
+    check("ServiceClient.create_training_client_from_state",
+          lambda: from_state(False), service)  # fmt: skip
+    check("ServiceClient.create_training_client_from_state_with_optimizer",
+          lambda: from_state(True), service)  # fmt: skip
+
+    def sampling_client(by_path: bool) -> str:
+        kwargs = {"model_path": state["sampler"]} if by_path else {"base_model": MODEL}
+        client = got(service.create_sampling_client(**kwargs))
+        greedy = types.SamplingParams(max_tokens=4, temperature=0.0, stop=[])
+        out = client.sample(types.ModelInput.from_ints(TOKENS), 1, greedy).result()
+        logprobs = client.compute_logprobs(types.ModelInput.from_ints(TOKENS)).result()
+        assert len(out.sequences[0].tokens) == 4 and logprobs[0] is None
+        state["sampling"] = client
+        return f"sampled {list(out.sequences[0].tokens)}"
+
+    check("ServiceClient.create_sampling_client[base_model]",
+          lambda: sampling_client(False), service)  # fmt: skip
+    check("ServiceClient.create_sampling_client[model_path]",
+          lambda: sampling_client(True), service)  # fmt: skip
+    check("SamplingClient.get_tokenizer",
+          lambda: type(state["sampling"].get_tokenizer()).__name__,
+          state.get("sampling"))  # fmt: skip
+
+    rest = service.create_rest_client()
+    run_id = types.ParsedCheckpointTinkerPath.from_tinker_path(state["state"]).training_run_id
+
+    def runs() -> str:
+        listed = rest.list_training_runs(limit=100).result().training_runs
+        assert run_id in [r.training_run_id for r in listed]
+        return f"{len(listed)} runs"
+
+    check("RestClient.list_training_runs", runs, rest)
+    check("RestClient.get_training_run",
+          lambda: rest.get_training_run(run_id).result().base_model, rest)  # fmt: skip
+    check("RestClient.get_training_run_by_tinker_path",
+          lambda: rest.get_training_run_by_tinker_path(state["state"]).result().training_run_id,
+          rest)  # fmt: skip
+    check("RestClient.get_weights_info_by_tinker_path",
+          lambda: str(rest.get_weights_info_by_tinker_path(state["state"]).result().lora_rank),
+          rest)  # fmt: skip
+
+    def checkpoints() -> str:
+        listed = rest.list_checkpoints(run_id).result().checkpoints
+        mine = next(c for c in listed if c.tinker_path == state["state"])
+        assert mine.expires_at is not None  # saved with a TTL
+        return f"{len(listed)} checkpoints"
+
+    check("RestClient.list_checkpoints", checkpoints, rest)
+    check("RestClient.list_user_checkpoints",
+          lambda: f"{len(rest.list_user_checkpoints().result().checkpoints)} checkpoints",
+          rest)  # fmt: skip
+    check("RestClient.set_checkpoint_ttl_from_tinker_path",
+          lambda: str(rest.set_checkpoint_ttl_from_tinker_path(state["state"], None).result()),
+          rest)  # fmt: skip
+    check("RestClient.get_server_capabilities",
+          lambda: str(len(rest.get_server_capabilities().result().supported_models)),
+          rest)  # fmt: skip
+    check("RestClient.publish_checkpoint_from_tinker_path",
+          lambda: str(rest.publish_checkpoint_from_tinker_path(state["sampler"]).result()),
+          rest)  # fmt: skip
+    check("RestClient.unpublish_checkpoint_from_tinker_path",
+          lambda: str(rest.unpublish_checkpoint_from_tinker_path(state["sampler"]).result()),
+          rest)  # fmt: skip
+    check("RestClient.delete_checkpoint_from_tinker_path",
+          lambda: str(rest.delete_checkpoint_from_tinker_path(state["sampler"]).result()),
+          rest)  # fmt: skip
+
+    def deleted() -> str:
+        rest.delete_checkpoint(run_id, "weights/conformance").result()
+        paths = [c.tinker_path for c in rest.list_checkpoints(run_id).result().checkpoints]
+        assert state["state"] not in paths and state["sampler"] not in paths, paths
+        return "gone from the listing"
+
+    check("RestClient.delete_checkpoint", deleted, rest)
+
+    def close() -> str:
+        closing = service.close("success")
+        if hasattr(closing, "result"):
+            closing.result()
+        return "closed"
+
+    check("ServiceClient.close", close, service)
+
+    print(run.table())
+    if args.markdown:
+        args.markdown.write_text(run.table() + "\n")
+    failed = sum(r == "FAILED" for _, r, _ in run.rows)
+    print(f"{len(run.rows) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
