@@ -12,8 +12,8 @@ only command-line settings small enough for a CPU.
 What is checked, from the recipes' own outputs and the server's API: each finished (exit 0);
 SL logged every step, its loss fell, and its checkpoints (step 2 and the final state and
 sampler weights) are the server's, listed by its RestClient routes; RL sampled, graded and
-logged each step and saved its final checkpoints. Then sdk_conformance.py calls every public
-method of the SDK's clients in the same environment and prints its table. The last line is
+logged each step and saved its final checkpoints. Then sdk_conformance.py calls the SDK's
+client methods in the same environment and prints its table. The last line is
 `N passed, N failed`.
 
     .venv/bin/python tests/cookbook/run_recipes.py          # builds .venv-cookbook if missing

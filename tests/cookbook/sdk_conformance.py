@@ -1,4 +1,4 @@
-"""Every public method of the installed `tinker` SDK's clients against a Thinker server.
+"""The installed `tinker` SDK's client methods against a Thinker server, one call each.
 
 Runs in an environment with only the SDK (and torch, for custom losses), against a running
 `thinker serve` whose base models include MODEL (run_recipes.py runs it in the cookbook's
