@@ -172,7 +172,7 @@ def check_rl(url: str, hf_home: Path, work: Path) -> None:
 
 
 def check_conformance(url: str, hf_home: Path, work: Path) -> None:
-    """sdk_conformance.py: every public method of the SDK's clients, in the same environment."""
+    """sdk_conformance.py: the SDK's client methods, one call each, in the same environment."""
     env = offline_env(hf_home)
     script = str(REPO / "tests" / "cookbook" / "sdk_conformance.py")
     table = work / "conformance.md"
