@@ -22,7 +22,7 @@ if [ "$#" -eq 0 ]; then
   cookbook_pid=$!
   trap 'kill "$cookbook_pid" 2>/dev/null || true' EXIT
 fi
-python -m pytest -q -p no:cacheprovider "$@"
+python -m pytest -q -p no:cacheprovider --durations=30 "$@"
 if [ "$#" -eq 0 ]; then  # the whole suite: the type check and the dashboard's tests too
   scripts/typecheck.sh
   scripts/test_frontend.sh

@@ -300,14 +300,16 @@ def test_a_worker_runs_nicer_with_no_secrets_and_a_compile_cache_in_the_data_dir
         chat = add_dataset(client, ARITHMETIC, "chat")
         job = client.post("/api/jobs", json={"algorithm": "sl", "dataset_id": chat, "config": LONG})
         job_id = job.json()["id"]
-        wait_state(client, job_id, ("running",))
-        pid = _pid(client, job_id)
-        environ = _environ(pid)
-        priority = os.getpriority(os.PRIO_PROCESS, pid)
-        group = Path(f"/proc/{pid}/autogroup")  # the kernel's per-session scheduling group
-        group_nice = group.read_text().split()[-1] if group.exists() else None
-        client.post(f"/api/jobs/{job_id}/cancel")
-        wait_state(client, job_id, ("cancelled",))
+        try:
+            wait_state(client, job_id, ("running",))
+            pid = _pid(client, job_id)
+            environ = _environ(pid)
+            priority = os.getpriority(os.PRIO_PROCESS, pid)
+            group = Path(f"/proc/{pid}/autogroup")  # the kernel's per-session scheduling group
+            group_nice = group.read_text().split()[-1] if group.exists() else None
+        finally:  # a failure above must not leave a long job training beside the next tests
+            client.post(f"/api/jobs/{job_id}/cancel")
+            wait_state(client, job_id, ("cancelled", "failed", "succeeded"))
     assert not [v for v in environ.values() if "hunter2" in v], sorted(environ)
     assert "THINKER_DATABASE_URL" not in environ and "TINKER_API_KEY" not in environ
     assert environ["HF_TOKEN"] == "hf_needed_for_gated_models"  # the engine may need it

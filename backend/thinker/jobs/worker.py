@@ -7,6 +7,9 @@ with the run directory as its durable record, and reports through `events.jsonl`
 and whether a resume may help, or cancelled / paused / interrupted when stopped). It
 touches `heartbeat` every few seconds. SIGTERM stops it between steps: the server writes
 `control.json` (`{"stop": "cancel" | "pause"}`) first, so the worker records why it stopped.
+The signal raises KeyboardInterrupt where the worker is; Python drops an exception raised in a
+finalizer (`__del__`, e.g. while a library is being imported), so the signal also sets a flag
+that the next step's metrics act on: a stop is never lost.
 Everything it needs is in the run directory, so a worker outlives a server that dies.
 """
 
@@ -65,6 +68,8 @@ class JobLogger:
         tag = {"stage": self.stage} if self.stage else {}
         self._run_log.log_metrics({**tag, **metrics}, step)  # type: ignore[dict-item]
         append_event(self.run_dir, "metrics", {"step": step, **tag, "metrics": metrics})
+        if _STOP.is_set():  # a stop whose KeyboardInterrupt was swallowed: stop here
+            raise KeyboardInterrupt
 
     def rewind(self, step: int, stage: str | None = None) -> int:
         """Drop metrics of `stage` after `step` (a resumed attempt trains them again)."""
@@ -119,7 +124,11 @@ def _stop_requested(run_dir: Path) -> str | None:
         return None
 
 
+_STOP = threading.Event()  # SIGTERM arrived
+
+
 def _interrupt(signum: int, frame: object) -> None:
+    _STOP.set()
     raise KeyboardInterrupt
 
 
