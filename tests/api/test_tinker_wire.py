@@ -12,9 +12,10 @@ Thinker token.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,22 @@ def _serving(settings: Settings) -> Iterator[str]:
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with _serving(make_settings(tmp_path_factory.mktemp("data"), None)) as root:
         yield root
+
+
+@pytest.fixture
+def sdk(url: str) -> Iterator[Callable[[], tinker.ServiceClient]]:
+    """New SDK clients of the server, closed after the test (else their heartbeats go on
+    against a server that has stopped)."""
+    made: list[tinker.ServiceClient] = []
+
+    def make() -> tinker.ServiceClient:
+        made.append(tinker.ServiceClient(base_url=url, api_key="tml-x"))
+        return made[-1]
+
+    yield make
+    for service in made:
+        with contextlib.suppress(Exception):
+            service.close("success")
 
 
 def _datum(tokens: list[int]) -> types.Datum:
@@ -120,9 +137,9 @@ def _run(service: Any) -> dict[str, Any]:
 
 
 def test_the_unmodified_sdk_computes_over_http_what_the_engine_computes_in_process(
-    url: str, tmp_path: Path
+    sdk: Callable[[], tinker.ServiceClient], tmp_path: Path
 ) -> None:
-    wire = tinker.ServiceClient(base_url=url, api_key="tml-any-key-while-auth-is-off")
+    wire = sdk()
     over_http = _run(wire)
     in_process = _run(thinker.ServiceClient(storage_dir=tmp_path))
     keys = ("losses", "optim", "logprobs", "tokens", "sample_logprobs", "rl_loss", "rl_logprobs")
@@ -145,14 +162,15 @@ def test_the_unmodified_sdk_computes_over_http_what_the_engine_computes_in_proce
     assert (
         len(by_path.sample(types.ModelInput.from_ints(TOKENS), 1, greedy).result().sequences) == 1
     )
-    wire.close("success")
 
 
-def test_requests_start_in_seq_order_and_a_failed_one_fails_alone(url: str) -> None:
+def test_requests_start_in_seq_order_and_a_failed_one_fails_alone(
+    url: str, sdk: Callable[[], tinker.ServiceClient]
+) -> None:
     """The SDK sends request k+1 before k has run, and a large forward_backward's chunks at
     once (the first last); here an optimizer step (seq 2) arrives before its forward_backward
     (seq 1), and must still run after it: the step then has gradients to apply."""
-    wire = tinker.ServiceClient(base_url=url, api_key="tml-x")
+    wire = sdk()
     client = wire.create_lora_training_client(TINY, rank=4, seed=1).result()
     # Raw requests go to a model of their own: the SDK numbers its client's requests itself.
     model_id = wire.create_lora_training_client(TINY, rank=4).result().get_info().model_id
@@ -236,10 +254,12 @@ def test_with_auth_on_the_key_is_tml_and_a_thinker_token(tmp_path: Path) -> None
         assert refused.status_code == 401
 
 
-def test_runs_checkpoints_custom_losses_and_prompt_logprobs_over_the_wire(url: str) -> None:
+def test_runs_checkpoints_custom_losses_and_prompt_logprobs_over_the_wire(
+    url: str, sdk: Callable[[], tinker.ServiceClient]
+) -> None:
     """The SDK's RestClient lists and deletes what a client saved; a custom loss (the SDK
     computes it from the server's logprobs) trains; prompt logprobs come back."""
-    wire = tinker.ServiceClient(base_url=url, api_key="tml-x")
+    wire = sdk()
     client = wire.create_lora_training_client(TINY, rank=4, seed=2).result()
     state = client.save_state("kept").result().path
     sampler_path = client.save_weights_for_sampler("for-chat").result().path
