@@ -300,3 +300,35 @@ def test_runs_checkpoints_custom_losses_and_prompt_logprobs_over_the_wire(
     logprobs = sampler.compute_logprobs(types.ModelInput.from_ints(TOKENS)).result()
     assert logprobs[0] is None and len(logprobs) == len(TOKENS)
     assert all(v is not None and v < 0 for v in logprobs[1:])
+
+
+def test_gspo_and_stable_reinforce_over_the_wire(sdk: Callable[[], tinker.ServiceClient]) -> None:
+    """The SDK's two newest losses, with their config and per-datum inputs, compute over
+    HTTP what the formula gives on the logprobs the server returns; a misspelt config key is
+    refused with its name."""
+    from thinker.engine.losses import get_loss_fn
+
+    client = sdk().create_lora_training_client(TINY, rank=4, seed=5).result()
+    n = len(TOKENS) - 1
+    inputs: dict[str, list[float]] = {
+        "logprobs": [0.0, 0.0] + [-5.0] * (n - 2),
+        "advantages": [0.0, 0.0] + [1.0, -0.5] * ((n - 2) // 2) + [1.0] * ((n - 2) % 2),
+        "sequence_ratio_mask": [0.0, 0.0] + [1.0] * (n - 2),
+    }
+    cases = [
+        ("gspo", {"clip_low_threshold": 0.5, "clip_high_threshold": 2.0}),
+        ("stable_reinforce", {"kl_coeff": 0.05}),
+    ]
+    for loss_fn, config in cases:
+        datum = types.Datum(
+            model_input=types.ModelInput.from_ints(TOKENS[:-1]),
+            loss_fn_inputs={"target_tokens": TOKENS[1:], **inputs},
+        )
+        out = client.forward_backward([datum], loss_fn, config).result()
+        logprobs = out.loss_fn_outputs[0]["logprobs"].to_torch()
+        x = {k: torch.tensor(v) for k, v in inputs.items()}
+        want = get_loss_fn(loss_fn, config)(logprobs, x, config).item()
+        assert out.metrics["loss:sum"] == pytest.approx(want, rel=1e-5), loss_fn
+    bad = client.forward_backward([datum], "stable_reinforce", {"kl_coef": 0.1})
+    with pytest.raises(tinker.RequestFailedError, match="kl_coef.*allowed.*kl_coeff"):
+        bad.result()

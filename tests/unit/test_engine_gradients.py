@@ -44,12 +44,28 @@ def _dro(lp: Tensor, x: dict[str, Tensor]) -> Tensor:
     return -(lp * x["advantages"] - 0.5 * 0.3 * (lp - x["logprobs"]) ** 2).sum()
 
 
+def _gspo(lp: Tensor, x: dict[str, Tensor]) -> Tensor:
+    in_ratio = x["sequence_ratio_mask"] != 0
+    s = torch.exp((lp.detach() - x["logprobs"])[in_ratio].mean())
+    r = s * torch.exp(lp - lp.detach())  # s's value, token t's own gradient
+    a = x["advantages"]
+    return -torch.minimum(r * a, torch.clamp(r, 0.05, 20.0) * a).sum()
+
+
+def _stable_reinforce(lp: Tensor, x: dict[str, Tensor]) -> Tensor:
+    r = torch.exp(lp - x["logprobs"])
+    kl = r - 1 - (lp - x["logprobs"])
+    return -(torch.clamp(r, max=1.5).detach() * lp * x["advantages"]).sum() + 0.1 * kl.sum()
+
+
 CASES: dict[str, tuple[Formula, dict[str, float]]] = {
     "cross_entropy": (_ce, {}),
     "importance_sampling": (_is, {}),
     "ppo": (_ppo, {"clip_low_threshold": 0.9, "clip_high_threshold": 1.1}),
     "cispo": (_cispo, {}),
     "dro": (_dro, {"beta": 0.3}),
+    "gspo": (_gspo, {"clip_low_threshold": 0.05, "clip_high_threshold": 20.0}),
+    "stable_reinforce": (_stable_reinforce, {"kl_coeff": 0.1, "clip_high_threshold": 1.5}),
 }
 
 
@@ -76,6 +92,8 @@ def _data(kind: str) -> list[types.Datum]:
         else:
             inputs["logprobs"] = -torch.rand(n, generator=gen) * 6 - 2
             inputs["advantages"] = torch.randn(n, generator=gen)
+        if kind == "gspo":  # the first two tokens stand for a prompt, outside the ratio
+            inputs["sequence_ratio_mask"] = (torch.arange(n) >= 2).float()
         data.append(
             types.Datum(
                 model_input=types.ModelInput.from_ints(tokens[:-1].tolist()), loss_fn_inputs=inputs

@@ -10,14 +10,20 @@ With log q the sampler's logprobs and r = exp(log p - log q):
     ppo                  -sum(min(r * A, clip(r, lo, hi) * A))        arXiv:1707.06347
     cispo                -sum(stopgrad(clip(r, lo, hi)) * log p * A)  arXiv:2506.13585
 
-(lo and hi from loss_fn_config, or per token from the datum's clip_low_threshold and
-clip_high_threshold inputs where it has them.)
     dro                  -sum(log p * A - beta/2 * (log p - log q)^2) arXiv:2506.07211 (DRO)
+    gspo                 -sum(min(s_t * A, clip(s_t, lo, hi) * A))    arXiv:2507.18071
+    stable_reinforce     -sum(stopgrad(min(r, hi)) * log p * A) + kl_coeff * sum(r - 1 - log r)
+
+(lo and hi from loss_fn_config, or per token from the datum's clip_low_threshold and
+clip_high_threshold inputs where it has them.) gspo is Tinker's GSPO-token: s_t has the value
+of the sequence ratio exp(mean of (log p - log q) over the sequence_ratio_mask tokens) and the
+gradient of token t's own ratio. stable_reinforce's formula is not published by Tinker; this
+is Thinker's reading of it (TRAINING_GUIDE.md says what was assumed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import torch
 from torch import Tensor
@@ -75,12 +81,47 @@ def dro(logprobs_N: Tensor, inputs: LossInputs, config: LossConfig) -> Tensor:
     return -(logprobs_N * inputs["advantages"] - 0.5 * beta * gap_N**2).sum()
 
 
+def _sequence_mask(inputs: LossInputs) -> Tensor:
+    """The tokens a sequence-level quantity averages over: the datum's `sequence_ratio_mask`
+    where it has one, else the tokens with a non-zero advantage (the sampled tokens of the
+    cookbook's datums, whose prompt tokens carry advantage 0 and logprob 0)."""
+    if "sequence_ratio_mask" in inputs:
+        return inputs["sequence_ratio_mask"] != 0
+    return inputs["advantages"] != 0
+
+
+def gspo(logprobs_N: Tensor, inputs: LossInputs, config: LossConfig) -> Tensor:
+    advantages_N = inputs["advantages"]
+    log_ratio_N = logprobs_N.detach() - inputs["logprobs"]
+    in_ratio_N = _sequence_mask(inputs)
+    # The mean over no token is 0 (ratio 1), not NaN: such a datum trains nothing anyway.
+    count = in_ratio_N.sum().clamp(min=1)
+    sequence_log_ratio = (log_ratio_N * in_ratio_N).sum() / count
+    ratio_N = torch.exp(sequence_log_ratio + logprobs_N - logprobs_N.detach())
+    low, high = _thresholds(ratio_N, inputs, config, 1 - 3e-4, 1 + 4e-4)
+    clipped_N = torch.clamp(ratio_N, low, high)
+    return -torch.minimum(ratio_N * advantages_N, clipped_N * advantages_N).sum()
+
+
+def stable_reinforce(logprobs_N: Tensor, inputs: LossInputs, config: LossConfig) -> Tensor:
+    log_ratio_N = logprobs_N - inputs["logprobs"]
+    ratio_N = torch.exp(log_ratio_N)
+    _, high = _thresholds(ratio_N, inputs, config, 0.0, 2.0)
+    weight_N = torch.minimum(ratio_N, high).detach()
+    policy = -(weight_N * logprobs_N * inputs["advantages"]).sum()
+    # k3 estimate of KL(q || p) on the sampled tokens: >= 0, and 0 where p = q.
+    kl_N = (ratio_N - 1 - log_ratio_N) * _sequence_mask(inputs)
+    return policy + config.get("kl_coeff", 0.0) * kl_N.sum()
+
+
 LOSS_FNS: dict[str, LossFn] = {
     "cross_entropy": cross_entropy,
     "importance_sampling": importance_sampling,
     "ppo": ppo,
     "cispo": cispo,
     "dro": dro,
+    "gspo": gspo,
+    "stable_reinforce": stable_reinforce,
 }
 
 REQUIRED_INPUTS: dict[str, tuple[str, ...]] = {
@@ -89,13 +130,19 @@ REQUIRED_INPUTS: dict[str, tuple[str, ...]] = {
     "ppo": ("target_tokens", "logprobs", "advantages"),
     "cispo": ("target_tokens", "logprobs", "advantages"),
     "dro": ("target_tokens", "logprobs", "advantages"),
+    "gspo": ("target_tokens", "logprobs", "advantages"),
+    "stable_reinforce": ("target_tokens", "logprobs", "advantages"),
 }
 
 # Inputs a datum may carry besides the required ones: per-token clip thresholds, which take
-# the place of loss_fn_config's for that datum's tokens.
+# the place of loss_fn_config's for that datum's tokens, and the tokens a sequence-level
+# ratio or penalty covers.
+_CLIPS = ("clip_low_threshold", "clip_high_threshold")
 OPTIONAL_INPUTS: dict[str, tuple[str, ...]] = {
-    "ppo": ("clip_low_threshold", "clip_high_threshold"),
-    "cispo": ("clip_low_threshold", "clip_high_threshold"),
+    "ppo": _CLIPS,
+    "cispo": _CLIPS,
+    "gspo": (*_CLIPS, "sequence_ratio_mask"),
+    "stable_reinforce": ("clip_high_threshold", "sequence_ratio_mask"),
 }
 
 CONFIG_KEYS: dict[str, frozenset[str]] = {
@@ -104,7 +151,23 @@ CONFIG_KEYS: dict[str, frozenset[str]] = {
     "ppo": frozenset({"clip_low_threshold", "clip_high_threshold"}),
     "cispo": frozenset({"clip_low_threshold", "clip_high_threshold"}),
     "dro": frozenset({"beta"}),
+    "gspo": frozenset(_CLIPS),
+    "stable_reinforce": frozenset({"kl_coeff", "clip_high_threshold"}),
 }
+
+
+def inputs_read(name: str, datum_inputs: Collection[str], index: int) -> tuple[str, ...]:
+    """The inputs of datum `index` that loss `name` reads: its required ones and the optional
+    ones the datum has. A clip threshold the loss would not read is refused, not ignored."""
+    unread = [k for k in _CLIPS if k in datum_inputs and k not in OPTIONAL_INPUTS.get(name, ())]
+    if unread:
+        readers = sorted(n for n, keys in OPTIONAL_INPUTS.items() if unread[0] in keys)
+        raise ConfigError(
+            f"datum {index}: loss {name!r} does not read the input {unread[0]!r} "
+            f"(losses that do: {readers}); remove it or choose one of those losses"
+        )
+    optional = tuple(k for k in OPTIONAL_INPUTS.get(name, ()) if k in datum_inputs)
+    return REQUIRED_INPUTS[name] + optional
 
 
 def get_loss_fn(name: str, config: Mapping[str, float] | None) -> LossFn:
@@ -117,4 +180,9 @@ def get_loss_fn(name: str, config: Mapping[str, float] | None) -> LossFn:
         raise ConfigError(
             f"loss_fn_config for {name!r} has unknown keys {sorted(unknown)}; allowed: {allowed}"
         )
+    for key, value in (config or {}).items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(
+                f"loss_fn_config[{key!r}] for {name!r} must be a number, got {value!r}"
+            )
     return LOSS_FNS[name]

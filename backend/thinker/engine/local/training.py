@@ -34,7 +34,7 @@ from thinker.engine.local.checkpoints import CheckpointPath
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
 from thinker.engine.local.models import COMPILED_ATTR, ROOMY_ATTR, Placement, load_base_model
 from thinker.engine.local.sampling import LocalSamplingClient, SharedWeights
-from thinker.engine.losses import OPTIONAL_INPUTS, REQUIRED_INPUTS, get_loss_fn
+from thinker.engine.losses import get_loss_fn, inputs_read
 from thinker.engine.protocols import CustomLossFn
 from thinker.errors import BackendError, ConfigError
 
@@ -494,11 +494,7 @@ class LocalTrainingClient:
         # waits for the GPU's queue, and would hold back the backward's launch until the
         # forward had finished.
         inputs = [
-            {
-                k: _input(d, k, i).to(device)
-                for k in REQUIRED_INPUTS[loss_fn]
-                + tuple(k for k in OPTIONAL_INPUTS.get(loss_fn, ()) if k in d.loss_fn_inputs)
-            }
+            {k: _input(d, k, i).to(device) for k in inputs_read(loss_fn, d.loss_fn_inputs, i)}
             for i, d in enumerate(data)
         ]
         logprobs: list[Tensor] = []
