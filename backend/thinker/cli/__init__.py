@@ -8,6 +8,7 @@
     thinker token    create --name NAME | list | revoke ID   # API tokens for the server
     thinker datasets inspect FILE [--kind K] [--base-model M]  # detect, validate, stats, preview
     thinker datasets import SOURCE [--split S] [--limit N]     # a Hugging Face dataset
+    thinker models import ARCHIVE [--base-model M] | export MODEL_ID --output FILE.tar
 
 Each command module adds its parser to the tree (`add_commands`) and sets `handler`, which
 runs the command and returns its exit code; the modules import what is heavy (torch, the
@@ -19,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from thinker.cli import datasets, pipeline, serve, tokens
+from thinker.cli import datasets, models, pipeline, serve, tokens
 
 DESCRIPTION = "Thinker: post-train language models with LoRA (SL, RL, RLHF, DPO)."
 EXAMPLES = """\
@@ -56,4 +57,5 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_commands(commands)
     tokens.add_commands(commands)
     datasets.add_commands(commands)
+    models.add_commands(commands)
     return parser

@@ -6,15 +6,17 @@ import asyncio
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Form, Query, UploadFile, status
+from fastapi.responses import FileResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from thinker.errors import ConfigError
 from thinker.names import Name
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.server.platform import Platform
 from thinker.services import models as service
+from thinker.services import tinker_archives
 from thinker.store import Model
 
 router = APIRouter(prefix="/models", tags=["models"])
@@ -23,6 +25,7 @@ _ZIP: dict[int | str, dict[str, object]] = {200: {"content": {"application/zip":
 _TINKER: dict[int | str, dict[str, object]] = {
     409: {"description": "A Tinker model: its weights are not stored on this server"}
 }
+_TAR: dict[int | str, dict[str, object]] = {200: {"content": {"application/x-tar": {}}}}
 _DAMAGED: dict[int | str, dict[str, object]] = {
     503: {"description": "Its files fail their checksums (damaged on disk): not served"}
 }
@@ -157,6 +160,46 @@ async def download_adapter(
     model = await service.get_model(session, model_id)
     files = await asyncio.to_thread(service.adapter_files, platform.settings, model)
     return _zip_response(files, f"{model.id}-adapter.zip")
+
+
+@router.post("/import", status_code=201, responses=_FULL_DISK)
+async def import_model(
+    session: SessionDep,
+    platform: PlatformDep,
+    file: UploadFile | None = None,
+    path: Annotated[str | None, Form(max_length=4096)] = None,
+    base_model: Annotated[str | None, Form(max_length=300)] = None,
+    name: Annotated[Name | None, Form(max_length=300)] = None,
+) -> ModelPublic:
+    """Import a Tinker checkpoint archive (uploaded, or a path on the server) as a library
+    model: its LoRA adapter on its base model, ready to chat with and to train further."""
+    if (file is None) == (path is None):
+        raise ConfigError("give the archive as an uploaded `file` or as a server `path`, not both")
+    if path is not None:
+        model = await tinker_archives.import_archive(
+            session, platform.settings, Path(path), base_model, name
+        )
+    else:
+        assert file is not None
+        model = await tinker_archives.import_upload(
+            session, platform.settings, file.file, file.filename, base_model, name
+        )
+    return ModelPublic.of(model)
+
+
+@router.get(
+    "/{model_id}/tinker-archive",
+    response_class=FileResponse,
+    responses={**_TAR, **_TINKER, **_DAMAGED},
+)
+async def download_tinker_archive(
+    model_id: str, session: SessionDep, platform: PlatformDep
+) -> FileResponse:
+    """The LoRA adapter as a Tinker checkpoint archive (a tar: adapter_config.json and
+    adapter_model.safetensors in Tinker's names), which `POST /api/models/import` reads back."""
+    model = await service.get_model(session, model_id)
+    target = await asyncio.to_thread(tinker_archives.export_archive, platform.settings, model)
+    return FileResponse(target, media_type="application/x-tar", filename=f"{model.id}-tinker.tar")
 
 
 @router.post("/{model_id}/export", responses={**_TINKER, **_DAMAGED, **_FULL_DISK})
