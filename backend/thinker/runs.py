@@ -30,7 +30,9 @@ class CheckpointRecord(BaseModel):
 
     name: str  # the engine's checkpoint name (`{step:06d}`)
     step: int
-    state_path: str  # weights + optimizer, to resume from (tinker:// (or the older tinker://))
+    # weights + optimizer, to resume from (a tinker:// path); None: sampler weights only (a
+    # Tinker SDK client's save_weights_for_sampler)
+    state_path: str | None = None
     sampler_path: str | None = None  # the adapter alone, to sample from
     time: float = 0.0
     micro_batch_size: int | None = None  # how each step was split (a resume keeps it)
@@ -143,8 +145,13 @@ class RunDir:
         return [CheckpointRecord.model_validate(r) for r in read_jsonl(self.checkpoints)]
 
     def last_checkpoint(self) -> CheckpointRecord | None:
-        """The newest checkpoint: where a resumed run starts."""
-        return (self.checkpoint_records() or [None])[-1]
+        """The newest checkpoint with a training state: where a resumed run starts."""
+        return ([r for r in self.checkpoint_records() if r.state_path] or [None])[-1]
+
+    def client_checkpoints(self, run_id: str) -> Path:
+        """<run_id>/: a link to the checkpoints a Tinker SDK client's run keeps in the server's
+        wire storage, so that they resolve from this directory as a local job's do."""
+        return self.path / run_id
 
     def add_checkpoint(self, record: CheckpointRecord) -> None:
         """Append `record` to checkpoints.jsonl (fsynced: it survives a crash once written)."""

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,13 +22,11 @@ import httpx
 import pytest
 import tinker
 import torch
-import uvicorn
 from tests.support.api import make_settings
-from tests.support.net import free_port
+from tests.support.net import serving
 from tinker import types
 
 import thinker
-from thinker.server.app import create_app
 from thinker.services.tokens import create_token
 from thinker.settings import Settings
 from thinker.store import make_engine, migrate, session_factory, sqlite_url
@@ -42,22 +38,8 @@ TOKENS = [5, 6, 7, 8, 9, 10, 11, 12]
 
 @contextmanager
 def _serving(settings: Settings) -> Iterator[str]:
-    """The app under uvicorn in a thread of this process; its root URL."""
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="error")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "uvicorn did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with serving(settings) as (root, _):
+        yield root
 
 
 @pytest.fixture(scope="module")

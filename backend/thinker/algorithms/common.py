@@ -92,7 +92,7 @@ async def start_or_resume(
             "steps train again (save_every sets how often checkpoints are written)",
             flush=True,
         )
-    if last is not None:
+    if last is not None and last.state_path is not None:  # last_checkpoint's always has one
         path = last.state_path
         client = await service.create_training_client_from_state_with_optimizer(path)
         logger.log_event("resumed", {"step": step, "state_path": path})

@@ -41,6 +41,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
 from thinker.errors import ConfigError, ConflictError, NotFoundError
 from thinker.files import is_disk_full, storage_error, write_json_atomically
+from thinker.jobs.attached import NOT_RESUMABLE, RESTART_REASON, SERVER_RESOURCE, AttachedRun
 from thinker.jobs.events import EventSink, EventTail, append_event
 from thinker.jobs.executor import Executor, Launch, WorkerRef
 from thinker.jobs.spec import DatasetRef, build_spec, config_problems
@@ -120,11 +121,14 @@ class JobManager:
         self._metrics: OrderedDict[str, MetricsTail] = OrderedDict()  # most recently read last
         self._dirty: set[str] = set()  # jobs whose events.jsonl the server itself appended to
         self._stale: set[str] = set()  # jobs reported stale (a `heartbeat` event said so)
+        self._attached: dict[str, AttachedRun] = {}  # jobs trained in this process (attach)
         self._wake = asyncio.Event()
+        self._event_loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
 
     # ---- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
+        self._event_loop = asyncio.get_running_loop()
         await self.tick()  # reattach or mark interrupted before anything new starts
         self._task = asyncio.create_task(self._loop(), name="thinker-jobs")
 
@@ -139,6 +143,11 @@ class JobManager:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def notify(self) -> None:
+        """`wake`, from any thread (an attached run's client calls complete on the engine's)."""
+        if self._event_loop is not None and not self._event_loop.is_closed():
+            self._event_loop.call_soon_threadsafe(self._wake.set)
 
     async def _loop(self) -> None:
         while True:
@@ -240,7 +249,9 @@ class JobManager:
         self.wake()
         return job, True
 
-    def _make_run_dir(self, run: RunDir, record: dict[str, Any]) -> None:
+    def _make_run_dir(
+        self, run: RunDir, record: dict[str, Any], state: JobState = JobState.QUEUED
+    ) -> None:
         """The new job's run directory: job.json (written whole, or not at all) and its first
         event. On a failure (a full disk) nothing of it is left.
 
@@ -250,10 +261,59 @@ class JobManager:
         try:
             run.path.mkdir(parents=True)
             write_json_atomically(run.job, record)
-            append_event(run.path, "state", {"state": JobState.QUEUED})
+            append_event(run.path, "state", {"state": state})
         except OSError as e:
             shutil.rmtree(run.path, ignore_errors=True)
             raise storage_error(e, "creating the job's run directory", run.path.parent) from e
+
+    async def attach(
+        self,
+        job_id: str,
+        run: AttachedRun,
+        name: str,
+        algorithm: str,
+        base_model: str,
+        config: dict[str, Any],
+        created_by: str | None = None,
+    ) -> Job:
+        """A running job for a run this process trains for an outside client (jobs/attached.py):
+        its row and run directory; the caller appends its metrics and events, and ends it
+        with `end_attached`. `job_id`: a new id (`new_id("job")`)."""
+        started = now()
+        job = Job(
+            id=job_id,
+            name=await self._unique_name(name),
+            algorithm=algorithm,
+            backend="local",
+            base_model=base_model,
+            config=config,
+            state=JobState.RUNNING,
+            resource=SERVER_RESOURCE,
+            started_at=started,
+            heartbeat_at=started,
+            attempts=1,
+            created_by=created_by,
+        )
+        run_dir = self.run_dir(job_id)
+        record = {"job_id": job_id, "name": job.name, "algorithm": algorithm, "attached": True}
+        await asyncio.to_thread(self._make_run_dir, run_dir, record, JobState.RUNNING)
+        self._attached[job_id] = run  # before the row: a tick never sees it unattached
+        try:
+            async with self.sessions() as session:
+                session.add(job)
+                await session.commit()
+        except BaseException:
+            self._attached.pop(job_id, None)
+            shutil.rmtree(run_dir.path, ignore_errors=True)
+            raise
+        self._dirty.add(job_id)
+        self.wake()
+        return job
+
+    def end_attached(self, job_id: str, state: JobState, reason: str) -> None:
+        """End an attached job from its client's side (its session ended); any thread."""
+        append_event(self.run_dir(job_id).path, "state", {"state": state, "reason": reason})
+        self.notify()
 
     async def proposal(
         self,
@@ -326,6 +386,8 @@ class JobManager:
     async def resume(self, job_id: str) -> Job:
         """Queue a paused, interrupted or failed job again; it resumes from its last checkpoint."""
         job = await self.get(job_id)
+        if job.resource == SERVER_RESOURCE:
+            raise ConflictError(NOT_RESUMABLE)
         changed = await self._cas(
             job_id,
             RESUMABLE_STATES,
@@ -384,6 +446,8 @@ class JobManager:
         self, job_id: str, request: str, state: JobState, direct: tuple[JobState, ...]
     ) -> Job:
         job = await self.get(job_id)
+        if job.resource == SERVER_RESOURCE and job.state in ACTIVE_STATES:
+            return await self._stop_attached(job, request)
         if await self._cas(
             job_id,
             direct,
@@ -400,6 +464,20 @@ class JobManager:
         self.executor.terminate(_worker(job))
         self.wake()
         return job
+
+    async def _stop_attached(self, job: Job, request: str) -> Job:
+        """Cancel an attached job: its client's pending and later calls fail, and it ends now."""
+        if request != "cancel":
+            raise ConflictError(NOT_RESUMABLE)
+        if not await self._cas(job.id, ACTIVE_STATES, None, stop_request=request):
+            raise ConflictError(f"job {job.id} is {job.state}; it cannot be cancelled now")
+        reason = "stopped from the Thinker dashboard"
+        run = self._attached.get(job.id)
+        if run is not None:
+            run.stop(f"this run was {reason} (job {job.id})")
+        self._append(job.id, "state", {"state": JobState.CANCELLED, "reason": reason})
+        await self._apply_new_events(job)
+        return await self.get(job.id)
 
     async def _by_key(self, key: str) -> Job | None:
         async with self.sessions() as session:
@@ -458,6 +536,7 @@ class JobManager:
                     await self._check_worker(job)
                 else:
                     self._stale.discard(job.id)
+                    self._attached.pop(job.id, None)
             except Exception as e:  # one job the manager cannot follow must not stop the rest
                 log.exception("job %s: watching it failed", job.id)
                 await self._fail(job, f"the server could not follow this job: {_first_line(e)}")
@@ -597,6 +676,9 @@ class JobManager:
         return merged
 
     async def _check_worker(self, job: Job) -> None:
+        if job.resource == SERVER_RESOURCE:
+            await self._check_attached(job)
+            return
         alive, code = self.executor.poll(_worker(job))
         if alive:
             await self._heartbeat(job, self.run_dir(job.id))
@@ -607,6 +689,20 @@ class JobManager:
             return
         how = f"exited with code {code}" if code is not None else "is no longer running"
         await self._end_lost(job, f"the worker (pid {job.pid}) {how} before the job finished")
+
+    async def _check_attached(self, job: Job) -> None:
+        """An attached job's client heartbeat, as a worker's; without its handle (a restart
+        lost the engine's state) the job is interrupted."""
+        run = self._attached.get(job.id)
+        if run is None:
+            await self._end_lost(job, RESTART_REASON)
+            return
+        beat = run.last_seen()
+        if job.heartbeat_at is None or beat - job.heartbeat_at >= 1.0:
+            await self._cas(job.id, ACTIVE_STATES, None, heartbeat_at=beat)
+            job.heartbeat_at = beat
+        # Reported stale only: the wire ends a session whose heartbeats stop.
+        self._report_stale(job, max(0.0, now() - beat))
 
     async def _end_lost(self, job: Job, reason: str) -> None:
         """A job whose worker is gone: interrupted (cancelled or paused if that was asked)."""
@@ -627,6 +723,9 @@ class JobManager:
         if silent >= self.settings.heartbeat_kill_s:
             await self._kill_silent(job, silent)
             return
+        self._report_stale(job, silent)
+
+    def _report_stale(self, job: Job, silent: float) -> None:
         stale = silent >= self.settings.heartbeat_timeout_s
         if stale != (job.id in self._stale):
             (self._stale.add if stale else self._stale.discard)(job.id)

@@ -6,6 +6,7 @@ Socket.IO hub, the model pool, the imports and the job manager, each given what 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from thinker.server.events import IMPORT_EVENT, IMPORTS_ROOM, EventHub
 from thinker.server.pool import ModelPool
 from thinker.services.datasets import DatasetService
 from thinker.services.imports import Imports
+from thinker.services.sdk_runs import SdkRuns
 from thinker.services.tinker_wire import TinkerWire
 from thinker.settings import Settings
 from thinker.store import engine_for, migrate, session_factory
@@ -63,7 +65,9 @@ class Platform:
             forget_models=pool.forget_all,
         )
         imports = Imports(datasets, emit_import)
-        wire = TinkerWire(settings.data_dir / "tinker")
+        storage = settings.data_dir / "tinker"
+        runs = SdkRuns(jobs, asyncio.get_running_loop(), storage)
+        wire = TinkerWire(storage, runs=runs)
         platform = cls(settings, engine, sessions, sio, datasets, hub, pool, imports, jobs, wire)
         await jobs.start()
         return platform

@@ -21,6 +21,10 @@ it keeps the protocol's state and runs the work on the local engine of this proc
   `save_weights_and_get_sampling_client`) is a sampling client of the engine,
   `"{session}:sample:{n}"`. Each sample's sequences get ids unique on this server, which the
   SDK 0.38 requires.
+- Each model is a platform run (services/sdk_runs.py): a job, live in the dashboard, whose
+  sampler checkpoints enter the model library. Cancelling the job stops the model: its pending
+  and later requests fail with the reason. The job ends when the session does: `finish`, or
+  no heartbeat for `session_expires_s` (the SDK sends one every 10 s).
 
 State lives in this process: after a restart, the SDK's polls of an older request are
 answered 410 ("the server restarted") and fail at once instead of hanging, and its models and
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import threading
 import time
 import uuid
@@ -49,14 +54,30 @@ from thinker.engine.local.sampling import LocalSamplingClient
 from thinker.engine.local.service import LocalServiceClient
 from thinker.engine.local.training import LocalTrainingClient
 from thinker.errors import ConfigError, DatasetError, NotFoundError, ThinkerError
+from thinker.jobs.states import JobState
+from thinker.services.sdk_runs import SdkRun, SdkRuns
 
 POLL_WAIT_S = 20.0  # a poll waits this long for its result (the SDK's own timeout is 45 s)
 KEEP_RESULTS_S = 600.0  # a finished request's result stays this long for the client to read
+# A session without a heartbeat this long has ended (the SDK warns after 120 s without one).
+SESSION_EXPIRES_S = 120.0
+# How a session's end (the SDK's finish reason, or "expired") ends its runs' jobs.
+_END_OF_SESSION: dict[str, tuple[JobState, str]] = {
+    "success": (JobState.SUCCEEDED, "the SDK client closed its session"),
+    "errored": (JobState.FAILED, "the SDK client closed its session as errored"),
+    "interrupted": (JobState.INTERRUPTED, "the SDK client closed its session as interrupted"),
+    "expired": (JobState.SUCCEEDED, "the SDK client stopped sending heartbeats"),
+}
 Result = dict[str, Any] | bytes  # JSON, or a serialized protobuf message
+log = logging.getLogger("thinker.tinker_wire")
 
 
 class ExpiredError(ThinkerError):
     """A request id this server does not know: issued before a restart, or long expired."""
+
+
+class StoppedError(ThinkerError, RuntimeError):
+    """A request on a model that was stopped (from the dashboard) or whose session ended."""
 
 
 @dataclass
@@ -68,6 +89,7 @@ class Session:
     created: float = field(default_factory=time.time)
     last_heartbeat: float = field(default_factory=time.time)
     finished: str | None = None  # the reason the client gave
+    ended: tuple[JobState, str] | None = None  # once finished: how its runs' jobs end, and why
     model_ids: list[str] = field(default_factory=list)
     sampler_ids: list[str] = field(default_factory=list)
     next_model_seq: int = 0
@@ -88,6 +110,8 @@ class WireModel:
     ] = field(default_factory=dict)
     request_of_seq: dict[int, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    run: SdkRun | None = None  # its job (None without SdkRuns)
+    stopped: str | None = None  # why its requests now fail
 
 
 @dataclass
@@ -108,8 +132,16 @@ class _Pending:
 class TinkerWire:
     """The protocol's state over one local engine (a `LocalServiceClient`)."""
 
-    def __init__(self, storage_dir: Path, device: str | None = None) -> None:
+    def __init__(
+        self,
+        storage_dir: Path,
+        device: str | None = None,
+        runs: SdkRuns | None = None,
+        session_expires_s: float = SESSION_EXPIRES_S,
+    ) -> None:
         self.engine = LocalServiceClient(storage_dir=storage_dir, device=device)
+        self.runs = runs
+        self.session_expires_s = session_expires_s
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tinker-wire")
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -118,8 +150,11 @@ class TinkerWire:
         self.models: dict[str, WireModel] = {}
         self.samplers: dict[str, Sampler] = {}
         self._pending: dict[str, _Pending] = {}
+        self._closing = threading.Event()
+        threading.Thread(target=self._expire, name="tinker-wire-expiry", daemon=True).start()
 
     def close(self) -> None:
+        self._closing.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # ---- sessions ------------------------------------------------------------------------
@@ -145,12 +180,44 @@ class TinkerWire:
         session.last_heartbeat = time.time()
         return session.finished is None
 
-    def finish(self, session_id: str, reason: str) -> None:
-        self.session(session_id).finished = reason
+    def finish(self, session_id: str, reason: str, detail: str | None = None) -> None:
+        """End a session (the first reason wins): its models stop, their jobs end."""
+        session = self.session(session_id)
+        state, why = _END_OF_SESSION.get(reason, _END_OF_SESSION["success"])
+        if reason == "expired":
+            why += f" (none for {self.session_expires_s:g} s)"
+        if detail:
+            why += f": {detail}"
+        with self._lock:
+            if session.finished is not None:
+                return
+            session.finished, session.ended = reason, (state, why)
+            models = [self.models[m] for m in session.model_ids]
+        for model in models:
+            self._end(model, session)
+
+    def _end(self, model: WireModel, session: Session) -> None:
+        """A model of a finished session: its requests fail, its job ends."""
+        assert session.ended is not None
+        state, why = session.ended
+        self._stop(model, f"its session {session.session_id} has ended ({why})")
+        if model.run is not None:
+            model.run.end(state, why)
+
+    def _expire(self) -> None:
+        """End the sessions whose heartbeats stopped (a client that exited without closing)."""
+        while not self._closing.wait(min(5.0, self.session_expires_s / 4)):
+            cutoff = time.time() - self.session_expires_s
+            for session in list(self.sessions.values()):
+                if session.finished is None and session.last_heartbeat < cutoff:
+                    self.finish(session.session_id, "expired")
 
     # ---- models --------------------------------------------------------------------------
-    def create_model(self, request: types.CreateModelRequest) -> tuple[str, str]:
-        """Start loading a LoRA training client; (request id, model id)."""
+    def create_model(
+        self, request: types.CreateModelRequest, token_id: str | None = None
+    ) -> tuple[str, str]:
+        """Start loading a LoRA training client; (request id, model id). `token_id`: the API
+        token the client sent (auth on), recorded on its job."""
         session = self.session(request.session_id)
         model_id = self._model_id(session, request.model_seq_id)
         lora = request.lora_config or types.LoraConfig(rank=32)
@@ -165,9 +232,12 @@ class TinkerWire:
                 train_unembed=lora.train_unembed,
             ).result()
 
-        return self._start_model(session, model_id, "CreateModel", create), model_id
+        started = self._start_model(session, model_id, "CreateModel", create, token_id, {})
+        return started, model_id
 
-    def load_model(self, request: types.LoadWeightsRequest) -> tuple[str, str | None]:
+    def load_model(
+        self, request: types.LoadWeightsRequest, token_id: str | None = None
+    ) -> tuple[str, str | None]:
         """`load_weights`: with a session, a new training client from a saved state; with a
         model, that model's `load_state` in its request order. (request id, model id)."""
         optimizer = bool(request.optimizer)
@@ -194,7 +264,9 @@ class TinkerWire:
             )
             return from_state(request.path).result()
 
-        return self._start_model(session, model_id, "LoadWeights", load), model_id
+        origin = {"loaded_from": request.path}
+        started = self._start_model(session, model_id, "LoadWeights", load, token_id, origin)
+        return started, model_id
 
     def model(self, model_id: str) -> WireModel:
         found = self.models.get(model_id)
@@ -213,13 +285,18 @@ class TinkerWire:
         kind: str,
         start: Callable[[LocalTrainingClient], EngineFuture[Any]],
         to_wire: Callable[[Any], Result],
+        record: Callable[[SdkRun, Any], None] | None = None,
     ) -> str:
-        """Queue a model's request to start after those with lower `seq_id`; its request id."""
+        """Queue a model's request to start after those with lower `seq_id`; its request id.
+        `record`: what its value adds to the model's run (metrics, a checkpoint)."""
         model = self.model(model_id)
         with model.lock:
             if seq_id is not None and seq_id in model.request_of_seq:
                 return model.request_of_seq[seq_id]  # a retried submission
             request_id, out = self._new_request(kind)
+            if model.stopped is not None:
+                out.set_result(failure(StoppedError(model.stopped)))
+                return request_id
             if seq_id is None:
                 seq_id = max([model.next_seq - 1, *model.waiting]) + 1
             if seq_id < model.next_seq:
@@ -228,12 +305,38 @@ class TinkerWire:
                     "of a model are numbered 1, 2, 3..."
                 )
             model.request_of_seq[seq_id] = request_id
-            model.waiting[seq_id] = (lambda: start(model.client).future(), out, to_wire)
+
+            def begin() -> Future[Any]:
+                if kind == "ForwardBackward" and model.run is not None:
+                    model.run.began()
+                return start(model.client).future()
+
+            def finished(value: Any) -> Result:
+                if model.stopped is not None:  # stopped while it ran
+                    raise StoppedError(model.stopped)
+                if record is not None and model.run is not None:
+                    _record(model.run, record, value)
+                return to_wire(value)
+
+            model.waiting[seq_id] = (begin, out, finished)
             while model.next_seq in model.waiting:
                 begin, target, convert = model.waiting.pop(model.next_seq)
                 model.next_seq += 1
                 self._chain(begin, target, convert)
         return request_id
+
+    def stop_model(self, model_id: str, reason: str) -> None:
+        """Stop a model (its job was cancelled): its pending and later requests fail."""
+        self._stop(self.model(model_id), reason)
+
+    def _stop(self, model: WireModel, reason: str) -> None:
+        with model.lock:
+            if model.stopped is None:
+                model.stopped = reason
+            waiting = [out for _, out, _ in model.waiting.values()]
+            model.waiting.clear()
+        for out in waiting:
+            out.set_result(failure(StoppedError(model.stopped)))
 
     # ---- sampling ------------------------------------------------------------------------
     def create_sampling_session(self, request: types.CreateSamplingSessionRequest) -> str:
@@ -352,13 +455,38 @@ class TinkerWire:
         model_id: str,
         kind: str,
         make: Callable[[], LocalTrainingClient],
+        token_id: str | None,
+        config: dict[str, Any],
     ) -> str:
+        if session.ended is not None:
+            raise ConfigError(
+                f"session {session.session_id} has ended ({session.ended[1]}): create a new "
+                "ServiceClient"
+            )
         request_id, out = self._new_request(kind)
 
         def registered(client: LocalTrainingClient) -> Result:
+            model = WireModel(model_id, session.session_id, client)
+            if self.runs is not None:  # its job, before the client hears of the model
+                model.run = self.runs.open(
+                    client,
+                    {
+                        "session_id": session.session_id,
+                        "model_id": model_id,
+                        "user_metadata": session.user_metadata,
+                        **config,
+                    },
+                    session.display_name or "tinker-sdk",
+                    token_id,
+                    stop=lambda reason: self._stop(model, reason),
+                    last_seen=lambda: session.last_heartbeat,
+                )
             with self._lock:
-                self.models[model_id] = WireModel(model_id, session.session_id, client)
+                self.models[model_id] = model
                 session.model_ids.append(model_id)
+                ended = session.ended is not None  # it finished while the model loaded
+            if ended:
+                self._end(model, session)
             if kind == "LoadWeights":
                 return {"type": "load_weights"}
             return {"model_id": model_id, "type": "create_model"}
@@ -374,9 +502,21 @@ class TinkerWire:
             session.sampler_ids.append(sampler_id)
 
 
+def _record(run: SdkRun, record: Callable[[SdkRun, Any], None], value: Any) -> None:
+    """Add a request's value to its run. A run directory that cannot be written (a full disk)
+    is logged, and the client still gets the value it asked for: the work was done."""
+    try:
+        record(run, value)
+    except Exception:  # noqa: BLE001 - the platform's record, not the client's result
+        log.exception("job %s: recording a request of its Tinker SDK client failed", run.job_id)
+
+
 def failure(e: BaseException) -> dict[str, Any]:
-    """A failed request as the SDK reads it: its message, and whose fault it was."""
-    user = isinstance(e, ConfigError | DatasetError | NotFoundError | ValueError | TypeError)
+    """A failed request as the SDK reads it: its message, and whose fault it was (a stopped
+    run's requests: the user's, not the server's)."""
+    user = isinstance(
+        e, ConfigError | DatasetError | NotFoundError | StoppedError | ValueError | TypeError
+    )
     return {"error": f"{type(e).__name__}: {e}", "category": "user" if user else "server"}
 
 

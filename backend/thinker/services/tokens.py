@@ -132,3 +132,9 @@ async def revoked_tokens(
         query = select(ApiToken.id).where(ApiToken.id.in_(token_ids), ApiToken.revoked.is_(False))
         live = set((await session.scalars(query)).all())
     return token_ids - live
+
+
+async def token_name(sessions: async_sessionmaker[AsyncSession], token_id: str) -> str | None:
+    """The name of token `token_id` (None if it is gone)."""
+    async with sessions() as session:
+        return await session.scalar(select(ApiToken.name).where(ApiToken.id == token_id))

@@ -59,7 +59,7 @@ class Job(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
-    algorithm: Mapped[str] = mapped_column(String(16))  # sl | dpo | rl | rlhf
+    algorithm: Mapped[str] = mapped_column(String(16))  # sl | dpo | rl | rlhf | tinker_sdk
     backend: Mapped[str] = mapped_column(String(16))  # local | tinker
     base_model: Mapped[str] = mapped_column(String(300))
     dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id"), index=True)
@@ -68,7 +68,8 @@ class Job(Base):
     reason: Mapped[str | None] = mapped_column(Text)  # why it failed / stopped
     log_tail: Mapped[str | None] = mapped_column(Text)  # the worker's last lines, on failure
     priority: Mapped[int] = mapped_column(Integer, default=0)  # higher runs first
-    resource: Mapped[str] = mapped_column(String(8))  # gpu | cpu | remote
+    # gpu | cpu | remote | server (a Tinker SDK client's run, on the server's own engine)
+    resource: Mapped[str] = mapped_column(String(8))
     device: Mapped[str | None] = mapped_column(String(16))  # "cuda:0" while it holds a GPU
     stop_request: Mapped[str | None] = mapped_column(String(16))  # cancel | pause, once asked
     pid: Mapped[int | None] = mapped_column(Integer)
@@ -89,6 +90,8 @@ class Job(Base):
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # A failed job: whether resuming can help (False: the same settings fail the same way)
     retryable: Mapped[bool | None] = mapped_column(Boolean)
+    # The name of the API token that created it (a Tinker SDK run, auth on); None otherwise
+    created_by: Mapped[str | None] = mapped_column(String(200))
 
 
 class Model(Base):

@@ -505,6 +505,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/models/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import Model
+         * @description Import a Tinker checkpoint archive (uploaded, or a path on the server) as a library
+         *     model: its LoRA adapter on its base model, ready to chat with and to train further.
+         */
+        post: operations["import_model"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/models/{model_id}": {
         parameters: {
             query?: never;
@@ -586,6 +607,27 @@ export interface paths {
          * @description The exported merged model, zipped (404 until it has been exported).
          */
         get: operations["download_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/models/{model_id}/tinker-archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download Tinker Archive
+         * @description The LoRA adapter as a Tinker checkpoint archive (a tar: adapter_config.json and
+         *     adapter_model.safetensors in Tinker's names), which `POST /api/models/import` reads back.
+         */
+        get: operations["download_tinker_archive"];
         put?: never;
         post?: never;
         delete?: never;
@@ -811,6 +853,17 @@ export interface components {
              */
             mapping?: string | null;
         };
+        /** Body_import_model */
+        Body_import_model: {
+            /** Base Model */
+            base_model?: string | null;
+            /** File */
+            file?: string | null;
+            /** Name */
+            name?: string | null;
+            /** Path */
+            path?: string | null;
+        };
         /**
          * ChatCompletionCreate
          * @description OpenAI's chat completion request, the parameters Thinker's samplers support.
@@ -878,7 +931,7 @@ export interface components {
             /** Stage */
             stage?: string | null;
             /** State Path */
-            state_path: string;
+            state_path?: string | null;
             /** Step */
             step: number;
             /**
@@ -1572,6 +1625,8 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /** Created By */
+            created_by: string | null;
             /** Dataset Id */
             dataset_id: string | null;
             /** Device */
@@ -3942,7 +3997,7 @@ export interface operations {
         parameters: {
             query?: {
                 state?: components["schemas"]["JobState"] | null;
-                algorithm?: ("sl" | "dpo" | "rl" | "rlhf") | null;
+                algorithm?: ("sl" | "dpo" | "rl" | "rlhf" | "tinker_sdk") | null;
                 backend?: ("local" | "tinker") | null;
                 dataset_id?: string | null;
                 offset?: number;
@@ -4750,6 +4805,67 @@ export interface operations {
             };
         };
     };
+    import_model: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "multipart/form-data": components["schemas"]["Body_import_model"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelPublic"];
+                };
+            };
+            /** @description A body that cannot be parsed; under /v1, any invalid request (OpenAI's status) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The disk is full: nothing half-written was kept */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     read_model: {
         parameters: {
             query?: never;
@@ -5106,6 +5222,74 @@ export interface operations {
             };
             /** @description Invalid request: `problems` names each field at fault and its limit */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    download_tinker_archive: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                model_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-tar": unknown;
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A Tinker model: its weights are not stored on this server */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Its files fail their checksums (damaged on disk): not served */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

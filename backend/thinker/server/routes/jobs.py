@@ -17,6 +17,7 @@ from thinker.algorithms.rl_config import RLConfig
 from thinker.algorithms.sl_config import SLConfig
 from thinker.errors import NotFoundError
 from thinker.files import read_jsonl
+from thinker.jobs.attached import SERVER_RESOURCE
 from thinker.jobs.events import read_events
 from thinker.jobs.manager import heartbeat_age
 from thinker.jobs.request_config import by_algorithm
@@ -38,6 +39,8 @@ CONFIG_SCHEMAS = {
 
 
 Algorithm = Literal["sl", "dpo", "rl", "rlhf"]
+# What a job's algorithm can be: those a request creates, and a Tinker SDK client's run
+JobAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "tinker_sdk"]
 
 
 class JobProposalFields(BaseModel):
@@ -128,6 +131,7 @@ class JobPublic(BaseModel):
     parent_model_id: str | None  # the library model it continues from (None: a fresh adapter)
     report: dict[str, Any] | None  # when it ended: did it learn (held-out vs base, warnings)
     retryable: bool  # whether resume can help (paused, interrupted, or a failure that may pass)
+    created_by: str | None  # the API token's name, for a Tinker SDK run with auth on
     heartbeat_at: datetime | None
     heartbeat_age_s: float | None  # since the worker's last heartbeat; None unless active
     stale: bool  # no heartbeat for heartbeat_timeout_s: the worker may be stopped or hung
@@ -139,8 +143,9 @@ class JobPublic(BaseModel):
     def of(cls, job: Job, stale_after_s: float) -> JobPublic:
         """The job as the API shows it; `stale_after_s` is the server's heartbeat_timeout_s."""
         progress = job.step / job.total_steps if job.total_steps else None
-        retryable = job.state in (JobState.PAUSED, JobState.INTERRUPTED) or (
-            job.state == JobState.FAILED and job.retryable is not False
+        retryable = job.resource != SERVER_RESOURCE and (
+            job.state in (JobState.PAUSED, JobState.INTERRUPTED)
+            or (job.state == JobState.FAILED and job.retryable is not False)
         )
         age = heartbeat_age(job)
         return cls(
@@ -177,6 +182,7 @@ _PLAIN = [
     "last_seq",
     "parent_model_id",
     "report",
+    "created_by",
 ]
 
 
@@ -287,7 +293,7 @@ async def read_jobs(
     session: SessionDep,
     platform: PlatformDep,
     state: JobState | None = None,
-    algorithm: Algorithm | None = None,
+    algorithm: JobAlgorithm | None = None,
     backend: Literal["local", "tinker"] | None = None,
     dataset_id: str | None = None,
     offset: Annotated[int, Query(ge=0)] = 0,

@@ -22,6 +22,7 @@ from thinker.engine.futures import EngineFuture
 from thinker.engine.local.rest import LocalRestClient
 from thinker.errors import AuthError, CheckpointError, ConfigError
 from thinker.server.deps import PlatformDep, get_platform
+from thinker.services.sdk_runs import batch_of
 from thinker.services.tinker_wire import (
     ExpiredError,
     Result,
@@ -36,7 +37,10 @@ KEY_PREFIX = "tml-"  # the SDK's; a Thinker token follows it
 
 
 async def require_key(request: Request) -> None:
+    """Check the key; the token's id is kept on the request (`token_id`: None when auth is off)
+    for the jobs its training clients open."""
     platform = get_platform(request)
+    request.state.token_id = None
     if not platform.settings.auth_required:
         return
     key = request.headers.get("x-api-key", "")
@@ -44,7 +48,8 @@ async def require_key(request: Request) -> None:
         raise AuthError(
             f"send X-API-Key: {KEY_PREFIX}<a Thinker API token> (`thinker token create`)"
         )
-    await authorize(platform.settings, platform.sessions, "Bearer " + key[len(KEY_PREFIX) :])
+    token = "Bearer " + key[len(KEY_PREFIX) :]
+    request.state.token_id = await authorize(platform.settings, platform.sessions, token)
 
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(require_key)], include_in_schema=False)
@@ -102,7 +107,8 @@ async def session_heartbeat(request: Request, wire: Wire) -> dict[str, Any]:
 @router.post("/sessions/{session_id}/finish")
 async def finish_session(session_id: str, request: Request, wire: Wire) -> dict[str, Any]:
     body = await request.json()
-    wire.finish(session_id, str((body.get("reason") or {}).get("type", "success")))
+    reason = str((body.get("reason") or {}).get("type", "success"))
+    wire.finish(session_id, reason, body.get("detail") or None)
     return {}
 
 
@@ -136,13 +142,15 @@ async def server_capabilities(wire: Wire) -> dict[str, Any]:
 # ---- models --------------------------------------------------------------------------------
 @router.post("/create_model")
 async def create_model(request: Request, wire: Wire) -> dict[str, Any]:
-    request_id, model_id = wire.create_model(await _json(request, types.CreateModelRequest))
+    body = await _json(request, types.CreateModelRequest)
+    request_id, model_id = wire.create_model(body, request.state.token_id)
     return _future(request_id, model_id)
 
 
 @router.post("/load_weights")
 async def load_weights(request: Request, wire: Wire) -> dict[str, Any]:
-    request_id, model_id = wire.load_model(await _json(request, types.LoadWeightsRequest))
+    body = await _json(request, types.LoadWeightsRequest)
+    request_id, model_id = wire.load_model(body, request.state.token_id)
     return _future(request_id, model_id)
 
 
@@ -157,6 +165,7 @@ async def forward_backward(request: Request, wire: Wire) -> dict[str, Any]:
     """The SDK's only protobuf request: `forward` too (`forward_only`)."""
     message, data = forward_backward_request(await request.body())
     loss_fn, config = message.loss_fn, loss_config(message)
+    batch = batch_of(data, loss_fn)
     request_id = wire.submit(
         message.model_id,
         message.seq_id or None,  # 0: unset
@@ -165,6 +174,7 @@ async def forward_backward(request: Request, wire: Wire) -> dict[str, Any]:
             data, loss_fn, config
         ),
         forward_backward_bytes,
+        None if message.forward_only else lambda run, out: run.forward_backward(batch, out),
     )
     return _future(request_id, message.model_id)
 
@@ -179,6 +189,7 @@ async def optim_step(request: Request, wire: Wire) -> dict[str, Any]:
         "OptimStep",
         lambda c: c.optim_step(params),
         lambda out: out.model_dump(mode="json", exclude_none=True),
+        lambda run, out: run.optim_step(getattr(params, "learning_rate", None), out),
     )
     return _future(request_id, body.model_id)
 
@@ -194,6 +205,7 @@ async def save_weights(request: Request, wire: Wire) -> dict[str, Any]:
             body.path or "", body.ttl_seconds, bool(body.overwrite), body.user_metadata
         ),
         lambda out: {"path": out.path, "type": "save_weights"},
+        lambda run, out: run.checkpoint(out.path, sampler=False),
     )
     return _future(request_id, body.model_id)
 
@@ -208,6 +220,7 @@ async def save_weights_for_sampler(request: Request, wire: Wire) -> dict[str, An
             "SaveWeightsForSampler",
             lambda c: c.save_weights_for_sampler(body.path, body.ttl_seconds, body.user_metadata),
             lambda out: {"path": out.path, "type": "save_weights_for_sampler"},
+            lambda run, out: run.checkpoint(out.path, sampler=True),
         )
     else:  # save_weights_and_get_sampling_client: a sampler of the weights as they are
         to_wire = wire.sampler_for_training(body.model_id, body.sampling_session_seq_id or 0)
