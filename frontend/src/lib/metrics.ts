@@ -300,6 +300,10 @@ const DEFINITIONS: MetricInfo[] = [
       return sl.length > 0 && last(v) < last(sl) ? 'below the SL policy\'s score' : null
     },
     'judge_score'),
+  // A Tinker SDK client's run (its forward_backward's own metrics, as the SDK returns them)
+  metric('loss:sum', 'Loss (summed)', 'loss',
+    'The loss function summed over the batch\'s tokens, as forward_backward returned it to the Tinker SDK client (a step\'s calls added up).',
+    'Depends on the loss: cross-entropy falls (see Train NLL, its mean per trained token); an RL loss hovers around 0.'),
   // Shared
   metric('learning_rate', 'Learning rate', 'optimizer',
     'Learning rate of the step, after warmup and the schedule.',
@@ -377,7 +381,7 @@ export function checkMetric(key: string, values: readonly number[], all: SeriesM
 /** The metric that best stands for "loss" in a job list sparkline, for any algorithm. */
 export function primaryMetric(keys: Iterable<string>): string | null {
   const have = new Set(keys)
-  const order = ['train_mean_nll', 'dpo_loss', 'rm_train_nll', 'reward_mean']
+  const order = ['train_mean_nll', 'dpo_loss', 'rm_train_nll', 'reward_mean', 'loss:sum']
   return order.find((k) => have.has(k)) ?? null
 }
 

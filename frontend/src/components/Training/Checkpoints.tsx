@@ -9,6 +9,7 @@ interface Checkpoint {
   step?: number
   stage?: string
   sampler_path?: string
+  state_path?: string | null
   time?: number
 }
 
@@ -43,7 +44,9 @@ export function Checkpoints({ jobId }: { jobId: string }) {
         </thead>
         <tbody>
           {rows.map((c) => {
-            const model = modelFor(c)
+            // A Tinker SDK client's save_state: a training state, no sampler weights to chat with.
+            const stateOnly = Boolean(c.state_path) && !c.sampler_path
+            const model = stateOnly ? undefined : modelFor(c)
             const metrics = Object.entries(model?.metrics ?? {}).filter(([k, v]) => typeof v === 'number' && k !== 'step' && k !== 'time').slice(0, 3)
             return (
               <tr key={`${c.stage ?? ''}${c.name}`} className="border-b border-ink-800 last:border-0">
@@ -63,7 +66,7 @@ export function Checkpoints({ jobId }: { jobId: string }) {
                       <Link className="text-cta hover:underline" to={`/playground?model=${encodeURIComponent(model.id)}`}>Open in playground →</Link>
                     </span>
                   ) : (
-                    <span className="text-xs text-neutral-500">{c.stage === 'rm' ? 'the judge (not a chat model)' : 'registering…'}</span>
+                    <span className="text-xs text-neutral-500">{stateOnly ? 'training state only' : c.stage === 'rm' ? 'the judge (not a chat model)' : 'registering…'}</span>
                   )}
                 </td>
               </tr>

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { pauseNote } from './controls'
+import { allows, pauseNote } from './controls'
 import type { Job } from './queries'
 
 const job = (state: string, step: number, save_every?: number) =>
@@ -16,5 +16,16 @@ describe('pauseNote', () => {
     expect(pauseNote(job('queued', 0, 160))).toBeNull()
     expect(pauseNote(job('running', 5))).toBeNull()
     expect(pauseNote(job('running', 5, 0))).toBeNull()
+  })
+})
+
+describe('allows', () => {
+  const of = (algorithm: string, state: string, retryable = false) =>
+    ({ algorithm, state, retryable, step: 0, config: {} }) as unknown as Job
+  test('a Tinker SDK run can be stopped while it runs, never paused or resumed', () => {
+    expect(allows(of('tinker_sdk', 'running'), 'cancel')).toBe(true)
+    expect(allows(of('tinker_sdk', 'running'), 'pause')).toBe(false)
+    expect(allows(of('tinker_sdk', 'interrupted'), 'resume')).toBe(false) // the server says so
+    expect(allows(of('sl', 'running'), 'pause')).toBe(true)
   })
 })

@@ -2,6 +2,7 @@
 // in, HOW_TO_USE.md "Jobs"), and what a pause now would lose.
 import { LIVE_STATES, UNFINISHED_STATES, type JobState } from '../../api/vocabulary'
 import type { Job, JobAction } from './queries'
+import { isSdkRun } from './sdkRun'
 
 const CAN: Record<Exclude<JobAction, 'resume'>, readonly JobState[]> = {
   pause: LIVE_STATES,
@@ -11,6 +12,8 @@ const CAN: Record<Exclude<JobAction, 'resume'>, readonly JobState[]> = {
 /** Whether `action` can be asked of `job` now: resume only when the server says it can help
  * (`retryable`: not for a job whose settings, data or model are at fault). */
 export function allows(job: Job, action: JobAction): boolean {
+  // An SDK run's loop is its client's: stop it, but there is nothing here to pause.
+  if (action === 'pause' && isSdkRun(job)) return false
   return action === 'resume' ? job.retryable === true : CAN[action].includes(job.state)
 }
 

@@ -63,6 +63,36 @@ describe('job list', () => {
     expect(screen.getAllByText('no metrics yet').length).toBeGreaterThan(0)
   })
 
+  test('a Tinker SDK client\'s run: its badge, its live loss, no held-out report to wait for', async () => {
+    const sdk = job({
+      id: 'job_sdk', name: 'tinker-sdk', algorithm: 'tinker_sdk', resource: 'server', dataset_id: null,
+      config: { model_id: 'sess-1:train:0', lora_rank: 8 }, step: 3, total_steps: null, progress: null,
+      eta_s: null, created_by: 'alice-laptop',
+    })
+    answer(fetchMock, {
+      'GET /api/jobs': () => ({ body: { data: [sdk], count: 1 } }),
+      'GET /api/jobs/job_sdk/metrics': () => ({
+        body: {
+          data: [
+            { step: 1, time: 1, 'loss:sum': 40.1, train_mean_nll: 4.01, learning_rate: 0.01 },
+            { step: 2, time: 2, 'loss:sum': 35.2, train_mean_nll: 3.52, learning_rate: 0.01 },
+            { step: 3, time: 3, 'loss:sum': 30.7, train_mean_nll: 3.07, learning_rate: 0.01 },
+          ],
+          count: 3, next_offset: null,
+        },
+      }),
+    })
+    renderAt(<JobListPage />, '/training')
+    const badge = await screen.findByTestId('sdk-badge')
+    expect(badge).toHaveTextContent('Tinker SDK')
+    expect(badge).toHaveAttribute('title', expect.stringContaining('sess-1:train:0'))
+    expect(badge).toHaveAttribute('title', expect.stringContaining('alice-laptop'))
+    expect(screen.queryByText('SL')).toBeNull()
+    expect(screen.getByText('3/?')).toBeInTheDocument()
+    expect(await screen.findByText('3.07')).toBeInTheDocument() // the sparkline's latest NLL
+    expect(screen.queryByText('after training')).toBeNull()
+  })
+
   test('no ETA before the third step', async () => {
     answer(fetchMock, {
       'GET /api/jobs': () => ({ body: { data: [job({ step: 2, eta_s: 5 })], count: 1 } }),

@@ -11,6 +11,8 @@ import { smoothedEta } from '../../components/Training/eta'
 import { useJobMetrics, useJobs, type Job } from '../../components/Training/queries'
 import { shortMetric } from '../../components/Training/report'
 import { JobSparkline } from '../../components/Training/Sparkline'
+import { isSdkRun } from '../../components/Training/sdkRun'
+import { SdkRunBadge } from '../../components/Training/SdkRunBadge'
 import { Tabs } from '../../components/ui/Tabs'
 import { formatDuration } from '../../components/Training/wizardLogic'
 import { useJobListEvents } from '../../hooks/useJobList'
@@ -32,7 +34,8 @@ const VERDICT_TONE = { learned: 'text-ok', not_learned: 'text-bad', unknown: 'te
 /** The report's held-out metric against the base model's, coloured by the verdict. */
 function HeldOut({ job }: { job: Job }) {
   const report = reportOf(job)
-  if (!report) return <span className="text-xs text-neutral-600">{isLive(job.state) ? 'after training' : '—'}</span>
+  // An SDK run's client holds its data: no held-out report.
+  if (!report) return <span className="text-xs text-neutral-600">{isLive(job.state) && !isSdkRun(job) ? 'after training' : '—'}</span>
   return (
     <span className={`text-xs ${VERDICT_TONE[report.verdict] ?? 'text-neutral-300'}`} title={report.metric?.label ?? report.warnings[0]?.message}>
       {report.verdict === 'not_learned' && <span aria-hidden>✗ </span>}
@@ -57,7 +60,7 @@ function JobRow({ job }: { job: Job }) {
         <div className="min-w-0">
           <div className="truncate font-medium text-neutral-100">{job.name}</div>
           <div className="truncate text-xs text-neutral-500">
-            <span className="text-accent" title={algo?.name}>{algo?.short ?? job.algorithm}</span> · {job.base_model}
+            {isSdkRun(job) ? <SdkRunBadge job={job} /> : <span className="text-accent" title={algo?.name}>{algo?.short ?? job.algorithm}</span>} · {job.base_model}
             {job.backend === 'tinker' && ' · Tinker'}
           </div>
         </div>

@@ -140,6 +140,19 @@ describe('job page', () => {
     expect(await screen.findByText('cancelled')).toBeInTheDocument()
   })
 
+  test('a Tinker SDK run: its badge, live charts, Stop (no Pause) with what the client will see', async () => {
+    serveJob({ algorithm: 'tinker_sdk', resource: 'server', dataset_id: null, total_steps: null, progress: null, eta_s: null, config: { model_id: 'sess-1:train:0' } })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByTestId('sdk-badge')).toHaveTextContent('Tinker SDK')
+    expect(await screen.findByTestId('latest-train_mean_nll')).toHaveTextContent('4.1')
+    expect(screen.queryByRole('button', { name: 'Pause' })).toBeNull()
+    await userEvent.click(screen.getByRole('button', { name: 'Stop run' }))
+    expect(screen.getByText(/this run was stopped from the Thinker dashboard/)).toBeInTheDocument()
+    await userEvent.click(screen.getByRole('button', { name: 'Yes, stop the run' }))
+    expect(await screen.findByText('cancelled')).toBeInTheDocument()
+    expect(fetchMock.mock.calls.some(([r]) => r instanceof Request && r.url.endsWith('/job_1/cancel'))).toBe(true)
+  })
+
   test('a job that continues from a library model links to it', async () => {
     serveJob({ parent_model_id: 'mdl_parent' })
     renderAt(<JobPage />, '/training/job_1', '/training/:jobId')

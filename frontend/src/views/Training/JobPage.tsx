@@ -6,6 +6,8 @@ import { isLive } from '../../api/vocabulary'
 import { Empty, ErrorState, Loading } from '../../components/ui/States'
 import { ProgressBar, StatusLed } from '../../components/ui/Status'
 import { ALGORITHM_BY_ID, type Algorithm } from '../../components/Training/algorithms'
+import { isSdkRun } from '../../components/Training/sdkRun'
+import { SdkRunBadge } from '../../components/Training/SdkRunBadge'
 import { Checkpoints } from '../../components/Training/Checkpoints'
 import { ConfigPanel } from '../../components/Training/ConfigPanel'
 import { JobControls } from '../../components/Training/JobControls'
@@ -77,7 +79,7 @@ function Header({ job, connected, stage, eta }: { job: Job; connected: boolean; 
           <div className="mt-2 flex flex-wrap items-center gap-2">
             <span data-testid="job-state"><StatusLed state={job.state} /></span>
             {job.stale && <StaleBadge key={job.heartbeat_age_s ?? 0} ageS={job.heartbeat_age_s ?? 0} />}
-            <Chip tone="accent">{algo ? `${algo.short} · ${algo.name}` : job.algorithm}</Chip>
+            {isSdkRun(job) ? <SdkRunBadge job={job} /> : <Chip tone="accent">{algo ? `${algo.short} · ${algo.name}` : job.algorithm}</Chip>}
             {stage && STAGE_LABEL[stage] && stage !== 'main' && <Chip tone="cta">{STAGE_LABEL[stage]}</Chip>}
             <Chip>{job.base_model}</Chip>
             {job.parent_model_id && (
@@ -150,7 +152,15 @@ export function JobPage() {
         ) : stages.length === 0 ? (
           <Empty
             title="No metrics yet"
-            next={isLive(j.state) ? 'The first step is on its way: charts appear here live as soon as it is logged.' : 'This job logged no training steps.'}
+            next={
+              isSdkRun(j)
+                ? isLive(j.state)
+                  ? 'Charts appear live when the SDK client finishes its first optim_step.'
+                  : 'The SDK client finished no optimizer step.'
+                : isLive(j.state)
+                  ? 'The first step is on its way: charts appear here live as soon as it is logged.'
+                  : 'This job logged no training steps.'
+            }
           />
         ) : (
           <MetricsPanel stages={stages} />
