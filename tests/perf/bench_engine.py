@@ -81,7 +81,7 @@ ROWS = [
     ),
     Row(
         "job-llama8b",
-        "default SL job vs the engine benchmark, 3,000 chats, 40 steps",
+        "default SL job vs the engine benchmark, 3,000 chats, 30 steps",
         LLAMA,
         "steady tokens/s >= 0.95x",
     ),
@@ -179,14 +179,16 @@ def plain_sl_step(model, input_ids_BT: torch.Tensor, lengths: list[int] | None =
     return step
 
 
-def engine_client(model: str, quantization: str | None = None):  # noqa: ANN201
+def engine_client(  # noqa: ANN201
+    model: str, quantization: str | None = None, rank: int = RANK, train_unembed: bool = False
+):
     import thinker
 
     service = thinker.ServiceClient(
         backend="local", storage_dir="/tmp/thinker-bench", quantization=quantization
     )
     return service, service.create_lora_training_client(
-        model, rank=RANK, train_unembed=False
+        model, rank=rank, train_unembed=train_unembed
     ).result()
 
 
@@ -670,6 +672,33 @@ class _TimedLogger:
         self.inner.log_event(kind, payload)
 
 
+def compile_stats() -> dict:
+    """What torch.compile did in this process so far: graphs, recompiles, cache hits and the
+    seconds its main phases took (dynamo's own timers), to split a first step's time."""
+    from torch._dynamo import utils
+
+    counters = {k: dict(v) for k, v in utils.counters.items() if k != "graph_break"}
+    seconds = {}
+    for line in (utils.compile_times(repr="str", aggregate=True) or "").splitlines()[2:]:
+        name, _, value = line.rpartition(", ")
+        if name in COMPILE_PHASES:
+            seconds[name] = float(value)
+    return {"counters": counters, "seconds": seconds}
+
+
+COMPILE_PHASES = {
+    "_compile.compile_inner",  # all of it: dynamo's tracing and the compilers under it
+    "bytecode_tracing",
+    "OutputGraph.call_user_compiler",
+    "create_aot_dispatcher_function",
+    "compile_fx.<locals>.fw_compiler_base",
+    "compile_fx.<locals>.bw_compiler",
+    "async_compile.wait",
+    "PyCodeCache.load_by_key_path",
+    "build_guards",
+}
+
+
 def run_job(model: str, max_steps: int | None = None, cold: bool = True) -> list[dict]:
     """The SL loop exactly as a job runs it with the job defaults (rank 32, output layer
     adapted, packing, the batch plan, held-out evaluation) on 3,000 chats, first in its process
@@ -752,48 +781,66 @@ def run_job(model: str, max_steps: int | None = None, cold: bool = True) -> list
             job_seconds=ended - started,
             job_tokens_per_s=sum(step_tokens(i) for i in range(len(rows))) / (ended - started),
             startup=logger.startup,
+            compile=compile_stats(),
             **facts,
         )
     )
-    if cold:  # then the engine benchmark's configuration, on the job's first batches
-        free_memory()
-        started = time.perf_counter()
-        _, client = engine_client(model)
-        steps = [
-            engine_sl_step(client, epoch_batch(train, i, per_epoch, config.batch_size, 0))
-            for i in range(min(total, 24))
-        ]
-        ttfs = first_step_seconds(started, steps[0])
-        for step in steps[1:3]:
-            step()
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        began = time.perf_counter()
-        for step in steps[3:]:
-            step()
-        torch.cuda.synchronize()
-        seconds = time.perf_counter() - began
-        tokens = sum(step_tokens(i) for i in range(3, len(steps)))
-        peak = torch.cuda.max_memory_allocated() / 2**30
-        n = len(steps) - 3
-        results.insert(
-            0,
-            side(
-                "engine benchmark (r16, head not adapted)",
-                seconds / n,
-                peak,
-                ttfs,
-                tokens // n,
-                tokens // n,
-                model,
-                400.0,
-                **facts,
-            ),
-        )
-        client = steps = None
-        free_memory()
+    if cold:  # then the engine alone on the job's first batches, in two configurations
+        # a job's client: the config's rank and the service's default (adapted) output layer
+        job_options = {"rank": sl.SLConfig.model_fields["lora_rank"].default, "train_unembed": True}
+        configs = [("engine, the job's configuration (r32, head adapted)", job_options)]
+        if model == QWEN:  # the configuration the engine benchmark's SL rows measure
+            configs.append(("engine benchmark (r16, head not adapted)", {}))
+        engine_steps = min(total, 24 if model == QWEN else 10)
+        for name, options in reversed(configs):
+            results.insert(
+                0,
+                engine_side(
+                    name, model, options, train, per_epoch, config, engine_steps, step_tokens, facts
+                ),
+            )
 
     return results
+
+
+def engine_side(  # noqa: PLR0913
+    name: str,
+    model: str,
+    options: dict,
+    train: list,
+    per_epoch: int,
+    config,  # noqa: ANN001
+    count: int,
+    step_tokens: Callable[[int], int],
+    facts: dict,
+) -> dict:
+    """The engine alone, steps of `train`'s first batches as the job takes them (3 warm-up
+    steps, then timed), with no loop, evaluation or logging around it."""
+    from thinker.algorithms.common import epoch_batch
+
+    free_memory()
+    started = time.perf_counter()
+    _, client = engine_client(model, **options)
+    steps = [
+        engine_sl_step(client, epoch_batch(train, i, per_epoch, config.batch_size, 0))
+        for i in range(count)
+    ]
+    ttfs = first_step_seconds(started, steps[0])
+    for step in steps[1:3]:
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    began = time.perf_counter()
+    for step in steps[3:]:
+        step()
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - began
+    tokens = sum(step_tokens(i) for i in range(3, len(steps)))
+    peak = torch.cuda.max_memory_allocated() / 2**30
+    n = len(steps) - 3
+    client = steps = None
+    free_memory()
+    return side(name, seconds / n, peak, ttfs, tokens // n, tokens // n, model, 400.0, **facts)
 
 
 # ---- long sequences ---------------------------------------------------------------------------
@@ -893,7 +940,7 @@ RUNNERS: dict[str, Callable[[], list[dict]]] = {
     "playground": run_playground,
     "job-qwen3": lambda: run_job(QWEN),
     "job-qwen3-again": lambda: run_job(QWEN, cold=False),
-    "job-llama8b": lambda: run_job(LLAMA, max_steps=40),
+    "job-llama8b": lambda: run_job(LLAMA, max_steps=30),
     "long-qwen3": lambda: run_longest(QWEN, [65_536, 131_072, 262_144, 393_216]),
     "long-llama8b": lambda: run_longest(LLAMA, [16_384, 32_768, 65_536, 131_072, 196_608]),
     "long-qlora-llama8b": lambda: run_longest(LLAMA, [131_072, 262_144], quantization="4bit"),
@@ -966,6 +1013,7 @@ def main() -> None:
     parser.add_argument("--rows", default="all", help="comma-separated: " + ",".join(RUNNERS))
     parser.add_argument("--row", help=argparse.SUPPRESS)  # one row, in this process
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--stderr-dir", type=Path, help="keep each row's stderr here")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench_engine.py measures the GPU fast path: it needs CUDA")
@@ -984,6 +1032,9 @@ def main() -> None:
             env=env,
         )
         lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+        if args.stderr_dir:
+            args.stderr_dir.mkdir(parents=True, exist_ok=True)
+            (args.stderr_dir / f"{name}.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0 or not lines:
             print(f"row {name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}", flush=True)
             continue
