@@ -673,30 +673,12 @@ class _TimedLogger:
 
 
 def compile_stats() -> dict:
-    """What torch.compile did in this process so far: graphs, recompiles, cache hits and the
-    seconds its main phases took (dynamo's own timers), to split a first step's time."""
+    """What torch.compile did in this process so far: frames, graphs, recompiles and the hits
+    and misses of its caches (dynamo's counters), to tell a compile from a cache load."""
     from torch._dynamo import utils
 
-    counters = {k: dict(v) for k, v in utils.counters.items() if k != "graph_break"}
-    seconds = {}
-    for line in (utils.compile_times(repr="str", aggregate=True) or "").splitlines()[2:]:
-        name, _, value = line.rpartition(", ")
-        if name in COMPILE_PHASES:
-            seconds[name] = float(value)
-    return {"counters": counters, "seconds": seconds}
-
-
-COMPILE_PHASES = {
-    "_compile.compile_inner",  # all of it: dynamo's tracing and the compilers under it
-    "bytecode_tracing",
-    "OutputGraph.call_user_compiler",
-    "create_aot_dispatcher_function",
-    "compile_fx.<locals>.fw_compiler_base",
-    "compile_fx.<locals>.bw_compiler",
-    "async_compile.wait",
-    "PyCodeCache.load_by_key_path",
-    "build_guards",
-}
+    skip = {"graph_break", "aten_mm_info"}
+    return {k: dict(v) for k, v in utils.counters.items() if k not in skip}
 
 
 def run_job(model: str, max_steps: int | None = None, cold: bool = True) -> list[dict]:
