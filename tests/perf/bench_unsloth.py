@@ -43,12 +43,13 @@ LONGEST: dict[str, tuple[str, list[int]]] = {
 
 
 # ---- Unsloth's side (its own process) --------------------------------------------------
-def unsloth_row(name: str, models_dir: Path) -> dict:
+def unsloth_row(name: str, models_dir: Path, only: list[int] | None = None) -> dict:
     import torch
     import unsloth  # noqa: F401 - before transformers, which it patches
     from unsloth import FastLanguageModel
 
     model_name, lengths = LONGEST[name] if name in LONGEST else (ROWS[name][0], [])
+    lengths = only or lengths
     path = models_dir / model_name.split("/")[-1]
     longest = max(lengths) if lengths else ROWS[name][2]
     started = time.perf_counter()
@@ -144,32 +145,39 @@ def save_models(models: set[str], models_dir: Path) -> None:
         torch.cuda.empty_cache()
 
 
-def run(name: str, unsloth_path: str, models_dir: Path) -> dict:
+def run(
+    name: str,
+    unsloth_path: str,
+    models_dir: Path,
+    lengths: list[int] | None = None,
+    with_engine: bool = True,
+) -> dict:
+    """A row: the engine's sides (unless `with_engine` is off) and Unsloth's; a longest
+    row tries `lengths` instead of its own on Unsloth's side."""
     sys.path.insert(0, str(HERE))
     import bench_engine
 
-    engine = subprocess.run(
-        [sys.executable, str(HERE / "bench_engine.py"), "--row", name],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": bench_engine.COMPILE_CACHE},
-    )
-    lines = [x for x in engine.stdout.splitlines() if x.startswith("RESULT ")]
-    result = (
-        json.loads(lines[-1].removeprefix("RESULT "))
-        if lines
-        else {
-            "row": name,
-            "device": "?",
-            "sides": [{"side": "engine row", "error": engine.stderr[-2000:]}],
-        }
-    )
+    result: dict = {"row": name, "device": "?", "sides": []}
+    if with_engine:
+        engine = subprocess.run(
+            [sys.executable, str(HERE / "bench_engine.py"), "--row", name],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": bench_engine.COMPILE_CACHE},
+        )
+        lines = [x for x in engine.stdout.splitlines() if x.startswith("RESULT ")]
+        result = (
+            json.loads(lines[-1].removeprefix("RESULT "))
+            if lines
+            else {**result, "sides": [{"side": "engine row", "error": engine.stderr[-2000:]}]}
+        )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = unsloth_path
     env["HF_HUB_OFFLINE"] = "1"
     proc = subprocess.run(
-        [sys.executable, __file__, "--unsloth-row", name, "--models-dir", str(models_dir)],
+        [sys.executable, __file__, "--unsloth-row", name, "--models-dir", str(models_dir)]
+        + (["--lengths", ",".join(map(str, lengths))] if lengths else []),
         capture_output=True,
         text=True,
         check=False,
@@ -218,10 +226,16 @@ def main() -> None:
     )
     parser.add_argument("--models-dir", type=Path, default=Path("/tmp/unsloth-models"))
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--lengths", help="a longest row's lengths for Unsloth, e.g. 131072")
+    parser.add_argument(
+        "--unsloth-only", action="store_true", help="Unsloth's side alone (Thinker's measured)"
+    )
     parser.add_argument("--unsloth-row", help=argparse.SUPPRESS)  # Unsloth's side, in its env
     args = parser.parse_args()
+    lengths = [int(n) for n in args.lengths.split(",")] if args.lengths else None
     if args.unsloth_row:
-        print("UNSLOTH " + json.dumps(unsloth_row(args.unsloth_row, args.models_dir)), flush=True)
+        result = unsloth_row(args.unsloth_row, args.models_dir, lengths)
+        print("UNSLOTH " + json.dumps(result), flush=True)
         return
     sys.path.insert(0, str(HERE))
     import bench_engine
@@ -230,7 +244,9 @@ def main() -> None:
     save_models({(LONGEST[n] if n in LONGEST else ROWS[n])[0] for n in names}, args.models_dir)
     results = []
     for name in names:
-        results.append(run(name, args.unsloth_path, args.models_dir))
+        results.append(
+            run(name, args.unsloth_path, args.models_dir, lengths, not args.unsloth_only)
+        )
         print(bench_engine.table(results[-1:]), flush=True)
         for s in results[-1]["sides"]:
             if "error" in s:
