@@ -71,6 +71,7 @@ async def _import(args: argparse.Namespace) -> str:
 
 
 async def _export(args: argparse.Namespace) -> str:
+    # deferred: the archive code imports torch, which the CLI's other commands never need
     from thinker.services.models import get_model
     from thinker.services.tinker_archives import export_archive
 
