@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import itertools
+import threading
 import warnings
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -74,3 +78,103 @@ class OrderedExecutor:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+class Serial(Protocol):
+    """Runs submitted calls one at a time, in submission order (an OrderedExecutor, or one
+    client's lane of a FairExecutor)."""
+
+    def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> EngineFuture[T]: ...
+
+
+class FairExecutor:
+    """One worker thread for several clients of one model, each with its own lane.
+
+    A lane runs its calls in submission order (a client's `forward_backward` before its
+    `optim_step`); the worker takes one call from each lane with work in turn (round robin),
+    so a client that queues a hundred calls delays another's next call by one call, not a
+    hundred. Before a call the lane's `before` runs on the worker (a client activates its
+    adapter there). Used where training clients share one copy of a base model's weights.
+    The worker is a one-thread pool that runs, for each call submitted, the next call in
+    turn, so it starts, idles and ends at exit as an OrderedExecutor's does.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._lanes: collections.OrderedDict[int, collections.deque[_Call]] = (
+            collections.OrderedDict()
+        )
+        self._closed: set[int] = set()  # lanes that take no more calls
+        self._lock = threading.Lock()
+        self._next_lane = itertools.count()
+
+    def lane(self, before: Callable[[], None] | None = None) -> Lane:
+        """A new client's lane."""
+        with self._lock:
+            key = next(self._next_lane)
+            self._lanes[key] = collections.deque()
+        return Lane(self, key, before)
+
+    def _put(self, key: int, call: _Call) -> None:
+        with self._lock:
+            if key not in self._lanes or key in self._closed:
+                raise RuntimeError("this client's lane is closed: it takes no more calls")
+            if call.closes:
+                self._closed.add(key)
+            self._lanes[key].append(call)
+        self._pool.submit(self._run_next)  # one turn of the worker for each call queued
+
+    def _take(self) -> tuple[int, _Call]:
+        with self._lock:
+            for key, queue in self._lanes.items():
+                if queue:
+                    self._lanes.move_to_end(key)  # this lane goes to the back of the turn
+                    call = queue.popleft()
+                    if call.closes:  # the last call of its lane
+                        del self._lanes[key]
+                        self._closed.discard(key)
+                    return key, call
+        raise AssertionError("a turn of the worker with no call queued")
+
+    def _run_next(self) -> None:
+        _, call = self._take()
+        if call.closes or call.future is None or call.run is None:
+            return
+        if not call.future.set_running_or_notify_cancel():
+            return
+        try:
+            result = call.run()
+        except BaseException as e:  # noqa: BLE001 - the caller's future carries it
+            call.future.set_exception(e)
+        else:
+            call.future.set_result(result)
+
+
+@dataclass
+class _Call:
+    run: Callable[[], Any] | None
+    future: Future[Any] | None
+    closes: bool = False  # a marker: the lane closes once the calls before it have run
+
+
+class Lane:
+    """One client's queue on a FairExecutor."""
+
+    def __init__(self, executor: FairExecutor, key: int, before: Callable[[], None] | None) -> None:
+        self._executor, self._key, self._before = executor, key, before
+
+    def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> EngineFuture[T]:
+        before = self._before
+
+        def run() -> T:
+            if before is not None:
+                before()
+            return fn(*args, **kwargs)
+
+        future: Future[T] = Future()
+        self._executor._put(self._key, _Call(run, future))
+        return EngineFuture(future)
+
+    def close(self) -> None:
+        """No more calls; the queued ones still run."""
+        self._executor._put(self._key, _Call(None, None, closes=True))

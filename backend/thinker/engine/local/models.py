@@ -8,10 +8,11 @@ fixed seed, for tests and the offline default) and random-initialised models of 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FunctionType, MethodType
@@ -421,7 +422,28 @@ def attach_lora(
     model: PreTrainedModel, rank: int, seed: int | None, targets: list[str]
 ) -> PeftModel:
     """Wrap `model` with a fresh LoRA adapter (B = 0, so it starts equal to the base model)."""
-    config = LoraConfig(
+    with _seeded(seed):
+        # PEFT keeps adapter weights in fp32 even on a bf16 base (autocast_adapter_dtype).
+        peft_model = get_peft_model(model, _lora_config(rank, targets))
+    if model.dtype == torch.bfloat16 and fast.enabled("BF16_LORA", model.device):
+        _adapter_in_bf16(peft_model)
+    return peft_model
+
+
+def add_lora(model: PeftModel, name: str, rank: int, seed: int | None, targets: list[str]) -> None:
+    """Another fresh adapter `name` on `model`, beside its others (one copy of the base
+    weights for all); the same seed gives the same weights as `attach_lora`'s. The active
+    adapter stays as it was."""
+    active = model.active_adapter
+    with _seeded(seed):
+        model.add_adapter(name, _lora_config(rank, targets))
+    model.set_adapter(active)
+    if getattr(model, fast.AUTOCAST_ATTR, None) is not None:
+        _adapter_in_bf16(model)
+
+
+def _lora_config(rank: int, targets: list[str]) -> LoraConfig:
+    return LoraConfig(
         r=rank,
         lora_alpha=LORA_ALPHA,
         lora_dropout=0.0,
@@ -429,14 +451,15 @@ def attach_lora(
         bias="none",
         task_type="CAUSAL_LM",
     )
+
+
+@contextlib.contextmanager
+def _seeded(seed: int | None) -> Iterator[None]:
+    """The adapter's initialisation drawn from its own seed, the caller's RNG untouched."""
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(BUILTIN_SEED if seed is None else seed)
-        # PEFT keeps adapter weights in fp32 even on a bf16 base (autocast_adapter_dtype).
-        peft_model = get_peft_model(model, config)
-    if model.dtype == torch.bfloat16 and fast.enabled("BF16_LORA", model.device):
-        _adapter_in_bf16(peft_model)
-    return peft_model
+        yield
 
 
 def _adapter_in_bf16(model: PeftModel) -> None:

@@ -34,7 +34,7 @@ from tinker import types
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from thinker.engine.futures import EngineFuture, OrderedExecutor
+from thinker.engine.futures import EngineFuture, OrderedExecutor, Serial
 from thinker.engine.local import fast, prefix
 from thinker.engine.local.decode import EagerDecoder, GraphDecoder
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
@@ -66,7 +66,7 @@ class SharedWeights:
     """
 
     model: PeftModel
-    executor: OrderedExecutor
+    executor: Serial  # the training client's: it activates that client's adapter first
     adapter: dict[str, Tensor] | None
     # The training client's weight version when the snapshot was taken, and how to read the
     # current one: while they are equal the live weights ARE the snapshot and no swap is
@@ -74,6 +74,7 @@ class SharedWeights:
     version: int | None = None
     current_version: Callable[[], int] | None = None
     live: bool = False  # the live weights, whatever they become (an "inflight" sampler)
+    adapter_name: str = "default"  # the training client's adapter on the shared model
 
 
 class LocalSamplingClient:
@@ -92,7 +93,7 @@ class LocalSamplingClient:
         self.model_path = model_path
         self._device = device
         self._shared = shared
-        self._executor = shared.executor if shared else OrderedExecutor("sample")
+        self._executor: Serial = shared.executor if shared else OrderedExecutor("sample")
         self._pending: list[tuple[list[int], Future[list[float | None]]]] = []
         self._waiting: list[_SampleCall] = []  # sample calls not yet started
         self._pending_lock = threading.Lock()
@@ -242,7 +243,7 @@ class LocalSamplingClient:
         return self._cache_arg
 
     @property
-    def executor(self) -> OrderedExecutor:
+    def executor(self) -> Serial:
         return self._executor
 
     @property
@@ -263,15 +264,18 @@ class LocalSamplingClient:
                 return fn(*args)
         if shared.current_version is not None and shared.version == shared.current_version():
             return fn(*args)
+        name = shared.adapter_name
         live = {
             k: v.detach().clone()
-            for k, v in get_peft_model_state_dict(model, save_embedding_layers=False).items()
+            for k, v in get_peft_model_state_dict(
+                model, adapter_name=name, save_embedding_layers=False
+            ).items()
         }
-        set_peft_model_state_dict(model, self._shared.adapter)
+        set_peft_model_state_dict(model, shared.adapter, adapter_name=name)
         try:
             return fn(*args)
         finally:
-            set_peft_model_state_dict(model, live)
+            set_peft_model_state_dict(model, live, adapter_name=name)
 
     def _answer_pending(self) -> None:
         with self._pending_lock:

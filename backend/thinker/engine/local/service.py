@@ -10,18 +10,20 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import torch
 from peft import PeftModel
 from safetensors.torch import load_file
 from tinker import types
 from transformers import PreTrainedModel
 
 from thinker.engine import protocols
-from thinker.engine.futures import EngineFuture
+from thinker.engine.futures import EngineFuture, FairExecutor, Lane
 from thinker.engine.local import checkpoints
 from thinker.engine.local.hub import capabilities
 from thinker.engine.local.models import (
     Placement,
     Quantization,
+    add_lora,
     attach_lora,
     load_base_model,
     load_tokenizer,
@@ -30,8 +32,13 @@ from thinker.engine.local.models import (
 from thinker.engine.local.rest import LocalRestClient
 from thinker.engine.local.sampling import LocalSamplingClient
 from thinker.engine.local.threads import apply_threads
-from thinker.engine.local.training import ADAPTER_FILE, LocalTrainingClient, LoraSpec
-from thinker.errors import ConfigError
+from thinker.engine.local.training import (
+    ADAPTER_FILE,
+    LocalTrainingClient,
+    LoraSpec,
+    adapter_parameters,
+)
+from thinker.errors import BackendError, ConfigError
 
 
 def default_storage_dir() -> Path:
@@ -53,6 +60,9 @@ class LocalServiceClient:
         self._hosts: weakref.WeakValueDictionary[str, LocalTrainingClient] = (
             weakref.WeakValueDictionary()
         )
+        # The loaded base model per base model name that training clients share, each with
+        # its own adapter; it goes once no client holds it.
+        self._bases: weakref.WeakValueDictionary[str, SharedBase] = weakref.WeakValueDictionary()
 
     def create_lora_training_client(
         self,
@@ -128,21 +138,41 @@ class LocalServiceClient:
 
     # ------------------------------------------------------------------------------------
     def _training_client(self, spec: LoraSpec) -> LocalTrainingClient:
-        base = load_base_model(spec.base_model, self.placement)
-        if self.placement.device.type == "cpu":
-            apply_threads(base)
-        if self.placement.quantization is not None:
-            # QLoRA is the memory-first mode: keep one layer's activations at a time and
-            # recompute the rest in backward (about a third more compute).
-            base.gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False}
-            )
-        targets = lora_target_modules(base, spec.train_attn, spec.train_mlp, spec.train_unembed)
-        model = attach_lora(base, spec.rank, spec.seed, targets)
+        """A client with a fresh adapter: on the base model another client of this service
+        already holds when there is one (one copy of the base weights, one worker taking
+        the clients' calls in turn), else on a newly loaded one."""
         run_id = f"{_slug(spec.base_model)}-{uuid.uuid4().hex[:8]}"
+        shared = self._bases.get(spec.base_model)
+        if shared is None:
+            base = load_base_model(spec.base_model, self.placement)
+            if self.placement.device.type == "cpu":
+                apply_threads(base)
+            if self.placement.quantization is not None:
+                # QLoRA is the memory-first mode: keep one layer's activations at a time and
+                # recompute the rest in backward (about a third more compute).
+                base.gradient_checkpointing_enable(
+                    gradient_checkpointing_kwargs={"use_reentrant": False}
+                )
+            targets = lora_target_modules(base, spec.train_attn, spec.train_mlp, spec.train_unembed)
+            shared = SharedBase(attach_lora(base, spec.rank, spec.seed, targets), run_id)
+            self._bases[spec.base_model] = shared
+            adapter = "default"
+        else:
+            adapter = f"a{uuid.uuid4().hex[:8]}"
+            shared.add(adapter, spec)
+        lane = shared.lane(adapter)
         client = LocalTrainingClient(
-            run_id, spec, model, load_tokenizer(spec.base_model), self.placement, self.storage_dir
+            run_id,
+            spec,
+            shared.model,
+            load_tokenizer(spec.base_model),
+            self.placement,
+            self.storage_dir,
+            adapter=adapter,
+            executor=lane,
         )
+        # The lane (the client's executor) holds the shared base: it lives while a client does.
+        weakref.finalize(client, shared.release, adapter, lane)
         self._hosts[spec.base_model] = client
         return client
 
@@ -189,6 +219,70 @@ class LocalServiceClient:
         return LocalSamplingClient(
             model, load_tokenizer(base_model), base_model, model_path, self.placement.device
         )
+
+
+class SharedBase:
+    """One loaded base model with the adapters of the training clients on it, and the one
+    worker that runs their calls, each client's in order and the clients in turn
+    (FairExecutor). A client's calls activate its adapter first, so each trains and samples
+    its own adapter alone; the others' weights, gradients and optimizer states are untouched.
+    """
+
+    def __init__(self, model: PeftModel, name: str) -> None:
+        self.model = model
+        self.executor = FairExecutor(f"train-{name}")
+        self._active: str | None = model.active_adapter
+
+    def lane(self, adapter: str) -> Lane:
+        return self.executor.lane(lambda: self._activate(adapter))
+
+    def add(self, adapter: str, spec: LoraSpec) -> None:
+        """A fresh adapter of `spec`'s shape, added on the worker (between other clients'
+        calls); refused when the device has no room for it and its optimizer state."""
+        lane = self.executor.lane()
+        try:
+            lane.submit(self._add, adapter, spec).result()
+        finally:
+            lane.close()
+
+    def release(self, adapter: str, lane: Lane) -> None:
+        """A client is gone: its adapter goes once its queued calls have run."""
+        lane.submit(self._delete, adapter)
+        lane.close()
+
+    def _add(self, adapter: str, spec: LoraSpec) -> None:
+        base: PreTrainedModel = self.model.get_base_model()  # type: ignore[assignment]
+        targets = lora_target_modules(base, spec.train_attn, spec.train_mlp, spec.train_unembed)
+        add_lora(self.model, adapter, spec.rank, spec.seed, targets)
+        device = next(self.model.parameters()).device
+        if device.type != "cuda":
+            return
+        # its weights exist now; training adds as much for the gradients and twice for AdamW
+        weights = sum(p.numel() * p.element_size() for p in adapter_parameters(self.model, adapter))
+        free, _ = torch.cuda.mem_get_info(device)
+        if free < 3 * weights + ADAPTER_HEADROOM_BYTES:
+            self._delete(adapter)
+            raise BackendError(
+                f"no room on {device} for another adapter on {spec.base_model}: its "
+                f"gradients and optimizer state need {3 * weights / 2**20:,.0f} MiB and "
+                f"{free / 2**20:,.0f} MiB are free; finish another training client or use a "
+                "lower rank"
+            )
+
+    def _activate(self, adapter: str) -> None:
+        if self._active != adapter:
+            self.model.set_adapter(adapter)
+            self._active = adapter
+
+    def _delete(self, adapter: str) -> None:
+        others = [name for name in self.model.peft_config if name != adapter]
+        if adapter in self.model.peft_config and others:
+            self._activate(others[0])  # PEFT warns when the active adapter is deleted
+            self.model.delete_adapter(adapter)
+
+
+# What a training pass needs beyond the adapter's own state, kept free when one is added.
+ADAPTER_HEADROOM_BYTES = 1 << 30
 
 
 def _same_adapter_shape(spec: LoraSpec, meta: dict[str, object]) -> bool:

@@ -28,7 +28,7 @@ from tinker.lib.public_interfaces.custom_loss import (
 from torch import Tensor
 from transformers import PreTrainedTokenizerBase
 
-from thinker.engine.futures import EngineFuture, OrderedExecutor
+from thinker.engine.futures import EngineFuture, OrderedExecutor, Serial
 from thinker.engine.local import checkpoints, decode, fast, memory, prefix
 from thinker.engine.local.checkpoints import CheckpointPath
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
@@ -64,25 +64,32 @@ class LocalTrainingClient:
         tokenizer: PreTrainedTokenizerBase,
         placement: Placement,
         storage_dir: Path,
+        adapter: str = "default",
+        executor: Serial | None = None,
     ) -> None:
+        """`adapter` is this client's adapter on `model`, which other clients' adapters may
+        share (one copy of the base weights); `executor` then is this client's lane on the
+        model's one worker, which activates the adapter before each call."""
         self.run_id = run_id
         self.spec = spec
         self._model = model
         self._tokenizer = tokenizer
         self._placement = placement
         self._storage_dir = storage_dir
-        self._params = [p for p in model.parameters() if p.requires_grad]
+        self.adapter = adapter
+        self._params = adapter_parameters(model, adapter)
         # The fused (single-kernel) AdamW on CUDA: one launch for all adapter tensors.
         fused = placement.device.type == "cuda"
         self._optimizer = torch.optim.AdamW(self._params, lr=0.0, fused=fused)
         self._step = 0
         self._version = 0  # bumped whenever the adapter weights change
-        self._executor = OrderedExecutor(f"train-{run_id}")
+        self._executor: Serial = executor or OrderedExecutor(f"train-{run_id}")
         self._memory_estimate: memory.Estimate | None = None
         self._memory_scale = 1.0  # of the usable memory: halved each time the device ran out
         self._budget_tokens = 0  # what the last call's passes were cut to (0: not measured)
-        always = memory.is_checkpointed(model)  # the QLoRA path checkpoints every layer
-        self._checkpointing = memory.Checkpointing(every=1 if always else 0)
+        if not hasattr(model, CHECKPOINTING_ATTR):  # the first client on this model
+            always = memory.is_checkpointed(model)  # the QLoRA path checkpoints every layer
+            setattr(model, CHECKPOINTING_ATTR, memory.Checkpointing(every=1 if always else 0))
         self._explained = {self._checkpointing}
         self._forward_in_training_graph = compiled_without_dropout(model)
 
@@ -250,6 +257,7 @@ class LocalTrainingClient:
             self._version,
             lambda: self._version,
             live=live,
+            adapter_name=self.adapter,
         )
         return LocalSamplingClient(
             self._model,
@@ -264,7 +272,7 @@ class LocalTrainingClient:
         self, model_path: str | None, adapter: dict[str, Tensor] | None
     ) -> LocalSamplingClient:
         """A sampler on this client's model: `adapter` weights swapped in, or None for the base."""
-        shared = SharedWeights(self._model, self._executor, adapter)
+        shared = SharedWeights(self._model, self._executor, adapter, adapter_name=self.adapter)
         return LocalSamplingClient(
             self._model,
             self._tokenizer,
@@ -546,11 +554,17 @@ class LocalTrainingClient:
         roomy = self._memory_scale == 1.0 and 2 * tokens <= self._budget_tokens
         setattr(self._model.get_base_model(), ROOMY_ATTR, roomy)
 
+    @property
+    def _checkpointing(self) -> memory.Checkpointing:
+        """What the model's layers do now (a model's, shared by the clients on it)."""
+        checkpointing: memory.Checkpointing = getattr(self._model, CHECKPOINTING_ATTR)
+        return checkpointing
+
     def _use_checkpointing(self, checkpointing: memory.Checkpointing, why: str) -> None:
         if checkpointing == self._checkpointing:
             return
         memory.use_checkpointing(self._model.get_base_model(), checkpointing)
-        self._checkpointing = checkpointing
+        setattr(self._model, CHECKPOINTING_ATTR, checkpointing)
         if checkpointing not in self._explained:  # said once per choice, not at every switch
             self._explained.add(checkpointing)
             print(f"[thinker] {checkpointing.describe(self._layers())}: {why}", flush=True)
@@ -627,7 +641,7 @@ class LocalTrainingClient:
             meta["user_metadata"] = dict(user_metadata)
 
         def write(tmp: Path) -> None:
-            self._model.save_pretrained(str(tmp), save_embedding_layers=False)
+            save_adapter(self._model, self.adapter, tmp)
             if kind == "weights":
                 torch.save(self._optimizer.state_dict(), tmp / OPTIMIZER_FILE)
 
@@ -648,7 +662,7 @@ class LocalTrainingClient:
 
         def write(tmp: Path) -> None:
             with tempfile.TemporaryDirectory() as adapter_dir:
-                self._model.save_pretrained(adapter_dir, save_embedding_layers=False)
+                save_adapter(self._model, self.adapter, Path(adapter_dir))
                 base = load_base_model(
                     self.spec.base_model, Placement(torch.device("cpu"), torch.float32)
                 )
@@ -664,7 +678,9 @@ class LocalTrainingClient:
     def _adapter_snapshot(self) -> dict[str, Tensor]:
         return {
             k: v.detach().clone()
-            for k, v in get_peft_model_state_dict(self._model, save_embedding_layers=False).items()
+            for k, v in get_peft_model_state_dict(
+                self._model, adapter_name=self.adapter, save_embedding_layers=False
+            ).items()
         }
 
     def _load(self, path: str, with_optimizer: bool) -> types.LoadWeightsResponse:
@@ -672,7 +688,7 @@ class LocalTrainingClient:
         checkpoints.verify(directory)
         meta = checkpoints.read_meta(directory)
         state = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
-        result = set_peft_model_state_dict(self._model, state)
+        result = set_peft_model_state_dict(self._model, state, adapter_name=self.adapter)
         self._version += 1
         unexpected: list[str] = getattr(result, "unexpected_keys", None) or []
         if unexpected:
@@ -688,6 +704,28 @@ class LocalTrainingClient:
             self._optimizer.load_state_dict(optim_state)
             self._step = int(meta["step"])
         return types.LoadWeightsResponse(path=path)
+
+
+CHECKPOINTING_ATTR = "thinker_checkpointing"  # on a model: what its layers checkpoint now
+
+
+def adapter_parameters(model: PeftModel, adapter: str) -> list[torch.nn.Parameter]:
+    """The trainable tensors of `adapter` on `model` (PEFT: `...lora_A.<adapter>.weight`)."""
+    params = [p for name, p in model.named_parameters() if f".{adapter}." in name]
+    if not params:
+        raise BackendError(f"the model has no adapter named {adapter!r}")
+    return params
+
+
+def save_adapter(model: PeftModel, adapter: str, directory: Path) -> None:
+    """`adapter` alone in PEFT's format (adapter_config.json, adapter_model.safetensors) in
+    `directory`, whatever its name (PEFT writes an adapter not named "default" to a folder of
+    its name)."""
+    model.save_pretrained(str(directory), selected_adapters=[adapter], save_embedding_layers=False)
+    if adapter != "default":
+        for file in (directory / adapter).iterdir():
+            file.rename(directory / file.name)
+        (directory / adapter).rmdir()
 
 
 def compiled_without_dropout(model: torch.nn.Module) -> bool:

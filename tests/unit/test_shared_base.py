@@ -1,0 +1,166 @@
+"""Training clients of one base model share one copy of its weights, each with its own adapter,
+and their calls are taken in turn; on thinker/tiny, CPU."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from tinker import types
+
+import thinker
+from thinker.engine.futures import FairExecutor
+from thinker.engine.local import checkpoints
+
+PROMPT = "User: 3+4\n\nAssistant: 7\n\n"
+
+
+def _datum(client, text: str = PROMPT) -> types.Datum:  # type: ignore[no-untyped-def]
+    ids = client.get_tokenizer().encode(text, add_special_tokens=False)
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(ids[:-1]),
+        loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * (len(ids) - 1)},
+    )
+
+
+def _step(client, datum: types.Datum, lr: float = 1e-2):  # type: ignore[no-untyped-def]
+    fb = client.forward_backward([datum], "cross_entropy")
+    client.optim_step(types.AdamParams(learning_rate=lr)).result()
+    return fb.result().metrics["loss:sum"]
+
+
+def _adapter(client) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
+    return {k: v.detach().clone() for k, v in client._adapter_snapshot().items()}
+
+
+def test_two_clients_share_the_base_and_train_as_if_alone(tmp_path: Path) -> None:
+    """Interleaved calls of two clients (different seeds and ranks, the second's gradient
+    accumulated over two calls while the first steps) give each the losses and adapter
+    weights, bit for bit, that it gets alone on its own service."""
+    alone_a = thinker.ServiceClient(storage_dir=tmp_path / "a", device="cpu")
+    a = alone_a.create_lora_training_client("thinker/tiny", rank=4, seed=1).result()
+    other = "User: 2+2\n\nAssistant: 4\n\n"
+    expected_a = [_step(a, _datum(a)) for _ in range(3)]
+    weights_a = _adapter(a)
+    alone_b = thinker.ServiceClient(storage_dir=tmp_path / "b", device="cpu")
+    b = alone_b.create_lora_training_client("thinker/tiny", rank=8, seed=2).result()
+    expected_b = []
+    for _ in range(3):
+        first = b.forward_backward([_datum(b, other)], "cross_entropy")
+        second = b.forward_backward([_datum(b, PROMPT)], "cross_entropy")
+        b.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+        expected_b.append((first.result().metrics["loss:sum"], second.result().metrics["loss:sum"]))
+    weights_b = _adapter(b)
+    del a, b
+
+    service = thinker.ServiceClient(storage_dir=tmp_path / "shared", device="cpu")
+    a = service.create_lora_training_client("thinker/tiny", rank=4, seed=1).result()
+    b = service.create_lora_training_client("thinker/tiny", rank=8, seed=2).result()
+    base_a, base_b = a._model.get_base_model(), b._model.get_base_model()
+    assert base_a is base_b  # one copy of the base weights
+    assert {a.adapter, b.adapter} == set(a._model.peft_config)
+    losses_a, losses_b = [], []
+    for _ in range(3):
+        first = b.forward_backward([_datum(b, other)], "cross_entropy")
+        fb_a = a.forward_backward([_datum(a)], "cross_entropy")
+        a.optim_step(types.AdamParams(learning_rate=1e-2))
+        second = b.forward_backward([_datum(b, PROMPT)], "cross_entropy")
+        b.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+        losses_a.append(fb_a.result().metrics["loss:sum"])
+        losses_b.append((first.result().metrics["loss:sum"], second.result().metrics["loss:sum"]))
+    assert losses_a == expected_a and losses_b == expected_b
+    for mine, alone in ((_adapter(a), weights_a), (_adapter(b), weights_b)):
+        assert mine.keys() == alone.keys()
+        for key in mine:
+            assert torch.equal(mine[key], alone[key]), key
+
+
+def test_a_second_clients_checkpoint_and_sampler_are_its_own(tmp_path: Path) -> None:
+    """The second client's adapter (not PEFT's "default") saves in the usual layout, loads
+    into a new service with the same weights, and its sampler samples it, not the first's."""
+    service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    a = service.create_lora_training_client("thinker/tiny", rank=4, seed=1).result()
+    b = service.create_lora_training_client("thinker/tiny", rank=4, seed=2).result()
+    datum = _datum(b)
+    for _ in range(3):
+        _step(b, datum, lr=5e-2)
+    path = b.save_state("b").result().path
+    files = {p.name for p in _directory(tmp_path, path).iterdir()}
+    assert files == {
+        p.name for p in _directory(tmp_path, a.save_state("a").result().path).iterdir()
+    }
+    assert {"adapter_config.json", "adapter_model.safetensors", "optimizer.pt"} <= files
+    fresh = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    loaded = fresh.create_training_client_from_state_with_optimizer(path).result()
+    for key, value in _adapter(b).items():
+        assert torch.equal(_adapter(loaded)[key], value), key
+
+    prompt = types.ModelInput.from_ints(datum.model_input.to_ints())
+    params = types.SamplingParams(max_tokens=6, temperature=0.0, stop=[])
+    sampled = {}
+    for name, client in (("a", a), ("b", b), ("loaded", loaded)):
+        sampler = client.save_weights_and_get_sampling_client().result()
+        sampled[name] = sampler.sample(prompt, 1, params).result().sequences[0].tokens
+    assert sampled["b"] == sampled["loaded"]
+    assert sampled["a"] != sampled["b"]  # b learnt its answer; a is untrained
+
+
+def _directory(storage: Path, path: str) -> Path:
+    return checkpoints.resolve(path, storage)
+
+
+def test_a_client_that_goes_frees_its_adapter(tmp_path: Path) -> None:
+    service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    a = service.create_lora_training_client("thinker/tiny", rank=4, seed=1).result()
+    b = service.create_lora_training_client("thinker/tiny", rank=4, seed=2).result()
+    model, gone = a._model, b.adapter
+    del b
+    gc.collect()
+    a.forward([_datum(a)], "cross_entropy").result()  # runs after the release on the worker
+    assert gone not in model.peft_config and list(model.peft_config) == [a.adapter]
+
+
+def test_the_worker_takes_the_clients_calls_in_turn() -> None:
+    """A client with ten calls queued delays another's call by one of them, not ten."""
+    executor = FairExecutor("test")
+    busy, ran = executor.lane(), []
+    patient = executor.lane()
+    started, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        started.set()
+        release.wait(10)
+
+    busy.submit(first)
+    assert started.wait(10)
+    calls = [busy.submit(ran.append, f"busy {i}") for i in range(10)]
+    late = patient.submit(ran.append, "patient")
+    release.set()
+    late.result(10)
+    for call in calls:
+        call.result(10)
+    assert ran.index("patient") == 0  # right after the call that was running
+    assert [r for r in ran if r != "patient"] == [f"busy {i}" for i in range(10)]
+
+
+def test_a_lane_runs_its_before_hook_and_reports_errors() -> None:
+    executor = FairExecutor("test")
+    seen: list[str] = []
+    lane = executor.lane(lambda: seen.append("before"))
+    assert lane.submit(lambda: 3).result(10) == 3
+
+    def fail() -> None:
+        raise ValueError("bad call")
+
+    with pytest.raises(ValueError, match="bad call"):
+        lane.submit(fail).result(10)
+    assert seen == ["before", "before"]
+    last = lane.submit(lambda: "queued before the close")
+    lane.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        lane.submit(lambda: None)
+    assert last.result(10) == "queued before the close"
+    assert seen == ["before"] * 3
