@@ -148,6 +148,42 @@ def concurrent_steps_per_s(url: str, server: psutil.Process, clients: int, steps
     }
 
 
+def clients_memory(url: str, server: psutil.Process, model: str, clients: int) -> dict:
+    """The server's resident memory as `clients` training clients on `model` are created one
+    after another (a step each, so gradients and optimizer state exist): what the first cost
+    (the base model and its adapter) and what each later one added."""
+    service = tinker.ServiceClient(base_url=url, api_key=KEY)
+    added, trainers = [], []
+    for i in range(clients):
+        before = server.memory_info().rss
+        trainers.append(service.create_lora_training_client(model, rank=8, seed=i).result())
+        step_times(trainers[-1], 1)
+        added.append((server.memory_info().rss - before) / 2**20)
+    base, adapter = _sizes(model, rank=8)
+    return {
+        "model": model,
+        "server_rss_added_mib_per_client": added,
+        "base_model_mib": base / 2**20,
+        # a client's own: the adapter, its gradient and AdamW's two moments, all fp32
+        "adapter_state_mib": 16 * adapter / 2**20,
+    }
+
+
+def _sizes(model: str, rank: int) -> tuple[int, int]:
+    """The base model's bytes (fp32, as on the CPU) and its LoRA adapter's parameter count at
+    `rank` on every linear layer (the default targets), from a model on the meta device."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from thinker.engine.local.models import BUILTIN_CONFIGS
+
+    with torch.device("meta"):
+        meta = AutoModelForCausalLM.from_config(BUILTIN_CONFIGS[model]())
+    base = 4 * sum(p.numel() for p in meta.parameters())
+    linears = [m for m in meta.modules() if isinstance(m, torch.nn.Linear)]
+    return base, sum(rank * (m.in_features + m.out_features) for m in linears)
+
+
 def median_ms(times: list[float]) -> float:
     return statistics.median(times) * 1000
 
@@ -156,6 +192,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--memory-model",
+        default="thinker/random-qwen3-0.6b",
+        help="the base model whose clients' memory is measured (big enough to see a copy)",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()
     results: dict[str, Any] = {"steps": args.steps}
@@ -181,6 +222,7 @@ def main() -> None:
             results["concurrent"] = [
                 concurrent_steps_per_s(url, server, n, args.steps // 4) for n in (1, 2, 4)
             ]
+            results["memory"] = clients_memory(url, server, args.memory_model, 4)
         finally:
             stop_server(process)
     results["load_average_before_after"] = [load_before[0], os.getloadavg()[0]]
@@ -191,6 +233,13 @@ def main() -> None:
             f"{row['clients']} clients: {row['steps_per_s']:.1f} steps/s "
             f"({row['steps_per_s'] / one:.2f}x one), server +{row['server_rss_added_mib']:.0f} MiB"
         )
+    memory = results["memory"]["server_rss_added_mib_per_client"]
+    print(
+        f"{args.memory_model}: the first client added {memory[0]:.0f} MiB, the next ones "
+        + ", ".join(f"{m:.0f}" for m in memory[1:])
+        + f" MiB (base model {results['memory']['base_model_mib']:.0f} MiB, a client's adapter "
+        f"state {results['memory']['adapter_state_mib']:.0f} MiB)"
+    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 
