@@ -8,7 +8,7 @@ const job = {
   resource: 'cpu', device: null, step: 0, total_steps: null, progress: null, eta_s: null,
   attempts: 1, last_seq: 2, heartbeat_at: null, heartbeat_age_s: null, stale: false,
   created_at: '', started_at: null,
-  finished_at: null,
+  finished_at: null, created_by: null,
 } as Schemas['JobPublic']
 
 const event = (seq: number, type: string, data: Record<string, unknown>): JobEvent => ({

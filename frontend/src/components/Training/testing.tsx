@@ -46,7 +46,7 @@ export function job(overrides: Record<string, unknown> = {}) {
     priority: 0, resource: 'cpu', device: null, step: 2, total_steps: 10, progress: 0.2, eta_s: 40,
     attempts: 1, last_seq: 5, parent_model_id: null, retryable: false, report: null,
     heartbeat_at: null, heartbeat_age_s: null, stale: false, created_at: '2026-01-01T00:00:00Z',
-    started_at: '2026-01-01T00:00:01Z', finished_at: null, ...overrides,
+    started_at: '2026-01-01T00:00:01Z', finished_at: null, created_by: null, ...overrides,
   }
 }
 
