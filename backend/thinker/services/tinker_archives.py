@@ -282,7 +282,13 @@ async def import_upload(
         source = Path(tmp) / Path(filename or "archive.tar").name
         with storage_guard("the uploaded archive"), source.open("wb") as out:
             await asyncio.to_thread(shutil.copyfileobj, stream, out)
-        return await import_archive(session, settings, source, base_model, name)
+        try:
+            return await import_archive(session, settings, source, base_model, name)
+        except ConfigError as e:  # name the upload, not the server's temporary copy of it
+            uploaded = f"the uploaded {source.name}"
+            named = ConfigError(str(e).replace(str(source), uploaded))
+            named.problems = [p.replace(str(source), uploaded) for p in e.problems]
+            raise named from None
 
 
 def _write_checkpoints(adapter: Adapter, base_model: str, storage: Path) -> tuple[str, str]:
