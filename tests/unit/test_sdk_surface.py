@@ -170,7 +170,7 @@ def test_the_clients_async_twins_and_sdk_spellings_work(tmp_path: Path) -> None:
     """As the cookbook calls them: `await tc.forward_backward_async(...)` gives a future whose
     `result_async()` gives the output; `optim_step(adam_params=...)`; `load_state` gives the
     SDK's response; an "inflight" sampler follows the live weights; `sample_async` gives the
-    response; options the local sampler does not compute yet are refused, not ignored."""
+    response, with the SDK's top-k logprobs when asked."""
     service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
     tc = service.create_lora_training_client("thinker/tiny", rank=4).result()
     prompt = types.ModelInput.from_ints(list(range(5, 20)))
@@ -195,8 +195,8 @@ def test_the_clients_async_twins_and_sdk_spellings_work(tmp_path: Path) -> None:
     path = tc.save_state("s").result().path
     assert tc.load_state(path).result() == types.LoadWeightsResponse(path=path)
     sampler = service.create_sampling_client(base_model="thinker/tiny").result()
-    with pytest.raises(ConfigError, match="topk_sample_logprobs=5: the local sampler does not"):
-        sampler.sample(prompt, 1, greedy, topk_sample_logprobs=5)
+    topk = sampler.sample(prompt, 1, greedy, topk_sample_logprobs=5).result().sequences[0]
+    assert topk.topk_logprobs is not None and len(topk.topk_logprobs) == len(topk.tokens)
     with pytest.raises(ConfigError, match="adam_params, not both"):
         tc.optim_step(types.AdamParams(), adam_params=types.AdamParams())
 

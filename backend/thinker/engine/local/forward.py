@@ -13,7 +13,7 @@ upcast to fp32 for a log-softmax.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -74,6 +74,37 @@ def target_logprobs(
         model, input_ids_BT.to(device), attention_mask, position_ids, target_ids_BT.to(device)
     )
     return [logprobs_BT[b, start : start + n] for b, start, n in spans]
+
+
+def vocab_logprobs(
+    model: nn.Module, tokens: list[int], device: torch.device, start: int = 0
+) -> Iterator[tuple[int, Tensor]]:
+    """log p(v | tokens[: i + 1]) for every vocabulary entry v at each position i >= `start`
+    of one sequence, as (i of the first row, fp32 (C, V)) chunks.
+
+    The model's body runs once; the output layer runs chunk by chunk, so the logits of a long
+    sequence never exist in full (the sampler's top-k, chosen-id and alternative-token options
+    for a prompt read these). No gradient is kept.
+    """
+    base = _base(model)
+    head = base.get_output_embeddings()
+    args = {"input_ids": torch.tensor([tokens], dtype=torch.long, device=device)}
+    if head is None or _rescales_logits(base):
+        with torch.no_grad(), fast.adapter_autocast(model):
+            logits_TV = model(**args, use_cache=False).logits[0]
+        chunk = max(64, CHUNK_BYTES // (4 * logits_TV.shape[-1]))
+        for i in range(start, len(tokens), chunk):
+            yield i, torch.log_softmax(logits_TV[i : i + chunk].float(), dim=-1)
+        return
+    with torch.no_grad(), fast.adapter_autocast(model):
+        hidden_TD = base.get_decoder()(**args, use_cache=False).last_hidden_state[0]
+    weight_VD = head.weight
+    assert isinstance(weight_VD, Tensor)  # an output layer's weight (nn.Module types it loosely)
+    chunk = max(64, CHUNK_BYTES // (4 * weight_VD.shape[0]))
+    for i in range(start, len(tokens), chunk):
+        with torch.no_grad(), fast.adapter_autocast(model):
+            logits_CV = head(hidden_TD[i : i + chunk])
+        yield i, torch.log_softmax(logits_CV.float(), dim=-1)
 
 
 def _base(model: nn.Module) -> PreTrainedModel:

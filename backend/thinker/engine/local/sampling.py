@@ -11,7 +11,8 @@ with the same per-call `DecodeRows`).
 
 The logprob returned for each sampled token is the model's own (temperature 1, before
 top-k/top-p), i.e. what a training client computes for the same token, so on-policy
-importance ratios start at 1.
+importance ratios start at 1; so are the SDK's top-k logprobs of each step (computed on the
+device only when asked) and of the prompt (prompt_scores.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 import torch
 from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
 from tinker import types
+from tinker.types.topk_logprobs import TopkLogprobs
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -38,6 +40,12 @@ from thinker.engine.futures import EngineFuture, OrderedExecutor, Serial
 from thinker.engine.local import fast, prefix
 from thinker.engine.local.decode import EagerDecoder, GraphDecoder
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
+from thinker.engine.local.prompt_scores import (
+    PromptOptions,
+    check_prompt_options,
+    score_prompt,
+    topk_problem,
+)
 from thinker.errors import BackendError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -94,7 +102,8 @@ class LocalSamplingClient:
         self._device = device
         self._shared = shared
         self._executor: Serial = shared.executor if shared else OrderedExecutor("sample")
-        self._pending: list[tuple[list[int], Future[list[float | None]]]] = []
+        # compute_logprobs requests not yet started: (prompt, prompt_logprobs_last_n, future)
+        self._pending: list[tuple[list[int], int | None, Future[list[float | None]]]] = []
         self._waiting: list[_SampleCall] = []  # sample calls not yet started
         self._pending_lock = threading.Lock()
         # transformers 5.2x renamed `past_key_values` to `cache`; accept either version.
@@ -118,20 +127,29 @@ class LocalSamplingClient:
 
         Calls made before the first of them runs decode together, each prompt prefilled once
         and its KV cache shared by its samples (prefix.py), where the model allows; each call
-        keeps its own parameters and seeded generator.
+        keeps its own parameters and seeded generator. The other options are the SDK's, with
+        its response fields (prompt_scores.py for the prompt's); a bad value is a ConfigError
+        naming it, raised here.
         """
         if num_samples < 1:
             raise ConfigError(f"num_samples must be at least 1, got {num_samples}")
-        _not_yet(
-            topk_prompt_logprobs=(topk_prompt_logprobs, 0),
-            topk_sample_logprobs=(topk_sample_logprobs, 0),
-            target_prompt_logprobs=(target_prompt_logprobs, None),
-            prompt_alt_tokens_k=(prompt_alt_tokens_k, 0),
-            prompt_logprobs_last_n=(prompt_logprobs_last_n, None),
+        tokens = prompt.to_ints()
+        vocab = int(self._model.config.vocab_size)
+        problem = topk_problem("topk_sample_logprobs", topk_sample_logprobs, vocab)
+        if problem is not None:
+            raise ConfigError(problem)
+        options = check_prompt_options(
+            len(tokens),
+            vocab,
+            include_prompt_logprobs,
+            topk_prompt_logprobs,
+            target_prompt_logprobs,
+            prompt_alt_tokens_k,
+            prompt_logprobs_last_n,
         )
         return self._enqueue(
             _SampleCall(
-                prompt.to_ints(), num_samples, sampling_params, include_prompt_logprobs, Future()
+                tokens, num_samples, sampling_params, options, Future(), topk=topk_sample_logprobs
             )
         )
 
@@ -161,7 +179,7 @@ class LocalSamplingClient:
                 prompt.to_ints(),
                 1,
                 sampling_params,
-                False,
+                PromptOptions(),
                 Future(),
                 lambda tokens: on_token(tokens[0]),
             )
@@ -207,16 +225,24 @@ class LocalSamplingClient:
     def compute_logprobs(
         self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
     ) -> EngineFuture[list[float | None]]:
-        """log p(token i | tokens before i) for every token of `prompt`; None at position 0.
+        """log p(token i | tokens before i) for every token of `prompt`; None at position 0,
+        and before the last `prompt_logprobs_last_n` tokens when that is set.
 
         Requests made before the first of them runs are computed together, in batches of up
         to LOGPROB_BATCH_TOKENS (DPO asks for every pair's reference at once). A sampling
-        client's weights never change, so batching cannot change an answer.
+        client's weights never change, so batching cannot change an answer. The batch scores
+        whole prompts: `prompt_logprobs_last_n` only blanks the rest (no prefix cache here).
         """
-        _not_yet(prompt_logprobs_last_n=(prompt_logprobs_last_n, None))
+        tokens = prompt.to_ints()
+        last_n = prompt_logprobs_last_n
+        if last_n is not None and not 1 <= last_n <= len(tokens) - 1:
+            raise ConfigError(
+                "prompt_logprobs_last_n must be from 1 to len(prompt) - 1 = "
+                f"{len(tokens) - 1}, got {last_n}"
+            )
         future: Future[list[float | None]] = Future()
         with self._pending_lock:
-            self._pending.append((prompt.to_ints(), future))
+            self._pending.append((tokens, last_n, future))
             first = len(self._pending) == 1
         if first:
             self._executor.submit(self._with_weights, self._answer_pending)
@@ -280,15 +306,17 @@ class LocalSamplingClient:
     def _answer_pending(self) -> None:
         with self._pending_lock:
             pending, self._pending = self._pending, []
-        for start, end in token_ranges([len(t) for t, _ in pending], LOGPROB_BATCH_TOKENS):
+        for start, end in token_ranges([len(t) for t, _, _ in pending], LOGPROB_BATCH_TOKENS):
             batch = pending[start:end]
             try:
-                answers = self._batch_logprobs([tokens for tokens, _ in batch])
+                answers = self._batch_logprobs([tokens for tokens, _, _ in batch])
             except Exception as e:  # every request of the batch gets the error
-                for _, future in batch:
+                for _, _, future in batch:
                     future.set_exception(e)
                 continue
-            for (_, future), answer in zip(batch, answers, strict=True):
+            for (_, last_n, future), answer in zip(batch, answers, strict=True):
+                if last_n is not None:  # as the SDK: None before the last n
+                    answer[: len(answer) - last_n] = [None] * (len(answer) - last_n)
                 future.set_result(answer)
 
     @torch.inference_mode()
@@ -342,10 +370,7 @@ class LocalSamplingClient:
                 return
             for call in calls:  # one call at a time, its prompt repeated for each sample
                 try:
-                    response = self._decode(
-                        call.prompt, call.n, call.params, call.prompt_logprobs, call.on_step
-                    )
-                    call.future.set_result(response)
+                    call.future.set_result(self._decode(call))
                 except Exception as e:
                     call.future.set_exception(e)
 
@@ -383,9 +408,10 @@ class LocalSamplingClient:
         for call in calls:
             try:
                 stops = self.stops(call.params.stop)
-                live.append(
-                    (call, DecodeRows(call.prompt, call.n, call.params, stops, self._tokenizer))
+                rows = DecodeRows(
+                    call.prompt, call.n, call.params, stops, self._tokenizer, call.topk
                 )
+                live.append((call, rows))
             except Exception as e:  # this call's parameters are bad; the others decode
                 call.future.set_exception(e)
         if not live:
@@ -422,32 +448,53 @@ class LocalSamplingClient:
                     call.future.set_exception(e)
                     continue
                 if r.done:
-                    lp = self.prompt_logprobs(call.prompt) if call.prompt_logprobs else None
-                    call.future.set_result(r.response(lp))
+                    self._settle(call, r)
             if all(r.done for _, r in live):
                 return
             logits_BV = next_logits_BV
 
-    def _decode(
-        self,
-        prompt: list[int],
-        n: int,
-        params: types.SamplingParams,
-        prompt_logprobs: bool,
-        on_step: StepCallback | None = None,
-    ) -> types.SampleResponse:
-        rows = DecodeRows(prompt, n, params, self.stops(params.stop), self._tokenizer)
-        ids_1P = torch.tensor([prompt], dtype=torch.long, device=self._device)
+    def _decode(self, call: _SampleCall) -> types.SampleResponse:
+        params = call.params
+        rows = DecodeRows(
+            call.prompt, call.n, params, self.stops(params.stop), self._tokenizer, call.topk
+        )
+        ids_1P = torch.tensor([call.prompt], dtype=torch.long, device=self._device)
         decoder = self._decoder()
-        logits_NV = decoder.prefill(ids_1P, n, rows.max_tokens)
+        logits_NV = decoder.prefill(ids_1P, call.n, rows.max_tokens)
         while True:
             token_N = rows.advance(logits_NV)
-            if on_step is not None:  # only streaming pays for this per-step device sync
-                on_step(token_N.tolist())
+            if call.on_step is not None:  # only streaming pays for this per-step device sync
+                call.on_step(token_N.tolist())
             if rows.done:
                 break
             logits_NV = decoder.step(token_N)
-        return rows.response(self.prompt_logprobs(prompt) if prompt_logprobs else None)
+        return self._respond(call, rows)
+
+    def _settle(self, call: _SampleCall, rows: DecodeRows) -> None:
+        """Answer a call whose rows are done; its failure is its own (unless out of memory:
+        the caller splits the calls and decodes them again)."""
+        try:
+            call.future.set_result(self._respond(call, rows))
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:
+            call.future.set_exception(e)
+
+    def _respond(self, call: _SampleCall, rows: DecodeRows) -> types.SampleResponse:
+        """The call's samples, with what it asked about its prompt (on the worker)."""
+        options = call.prompt_options
+        if not options.needs_vocab:  # the plain path: logprobs of the prompt's own tokens
+            return rows.response(self.prompt_logprobs(call.prompt) if options.logprobs else None)
+        greedy = call.params.temperature < GREEDY_BELOW
+        scores = score_prompt(
+            self._model,
+            call.prompt,
+            options,
+            None if greedy else call.params.temperature,
+            call.params.seed if call.params.seed is not None else _random_seed(),
+            self._device,
+        )
+        return scores.into(rows.response())
 
     def prompt_logprobs(self, prompt: list[int]) -> np.ndarray:
         """log p(token i | tokens before i) of `prompt`, NaN at position 0 (on the worker)."""
@@ -487,9 +534,10 @@ class _SampleCall:
     prompt: list[int]
     n: int
     params: types.SamplingParams
-    prompt_logprobs: bool
+    prompt_options: PromptOptions
     future: Future[types.SampleResponse]
     on_step: StepCallback | None = None  # called with the call's new tokens after each step
+    topk: int = 0  # topk_sample_logprobs: each step's top-k logprobs kept (0: none)
 
 
 class _TokenReader:
@@ -527,6 +575,7 @@ class DecodeRows:
         params: types.SamplingParams,
         stops: Stops,
         tokenizer: PreTrainedTokenizerBase,
+        topk: int = 0,
     ) -> None:
         if not prompt:
             raise ConfigError("sample needs a non-empty prompt")
@@ -539,6 +588,9 @@ class DecodeRows:
         self._generator: torch.Generator | None = None
         self._tokens_NT: Tensor | None = None  # (n, max_tokens), filled a column a step
         self._logprobs_NT: Tensor | None = None
+        self._topk = topk  # each step's top-k logprobs, kept on the device only when asked
+        self._topk_ids_NTK: Tensor | None = None
+        self._topk_logprobs_NTK: Tensor | None = None
         self._history: list[list[int]] = [[] for _ in range(n)]  # on the host, for stop strings
         self._finished = [False] * n
         self._stop_reasons: list[types.StopReason] = ["length"] * n
@@ -559,15 +611,27 @@ class DecodeRows:
             self._generator = torch.Generator(logits_NV.device)
             seed = self.params.seed if self.params.seed is not None else _random_seed()
             self._generator.manual_seed(seed)
-        token_N, logprob_N = _choose(logits_NV, self.params, self._generator)
+        token_N, logprobs_NV = _choose(logits_NV, self.params, self._generator)
         if self._tokens_NT is None or self._logprobs_NT is None:
             shape = (self.n, self.max_tokens)
             self._tokens_NT = torch.empty(shape, dtype=torch.long, device=token_N.device)
             self._logprobs_NT = torch.empty(shape, dtype=torch.float32, device=token_N.device)
         self._tokens_NT[:, self.steps] = token_N
-        self._logprobs_NT[:, self.steps] = logprob_N
+        self._logprobs_NT[:, self.steps] = logprobs_NV.gather(-1, token_N[:, None]).squeeze(-1)
+        if self._topk:
+            self._keep_topk(logprobs_NV)
         self.steps += 1
         return token_N
+
+    def _keep_topk(self, logprobs_NV: Tensor) -> None:
+        top = logprobs_NV.topk(self._topk, dim=-1)
+        if self._topk_ids_NTK is None or self._topk_logprobs_NTK is None:
+            shape = (self.n, self.max_tokens, self._topk)
+            device = logprobs_NV.device
+            self._topk_ids_NTK = torch.empty(shape, dtype=torch.long, device=device)
+            self._topk_logprobs_NTK = torch.empty(shape, dtype=torch.float32, device=device)
+        self._topk_ids_NTK[:, self.steps] = top.indices
+        self._topk_logprobs_NTK[:, self.steps] = top.values
 
     def observe(self, token_N: list[int]) -> None:
         """Apply the stop rules to the tokens the last `choose` returned, read on the host."""
@@ -589,22 +653,35 @@ class DecodeRows:
         assert self._tokens_NT is not None and self._logprobs_NT is not None, "advance first"
         tokens_np = self._tokens_NT[:, : self.steps].cpu().numpy()
         logprobs_np = self._logprobs_NT[:, : self.steps].cpu().numpy()
+        topk = self._topk_on_host()
         sequences = [
             types.SampledSequence(
                 stop_reason=self._stop_reasons[i],
                 sequence_id=uuid.uuid4().hex,
                 tokens_np=tokens_np[i, : self._lengths[i]].astype(np.int32),
                 logprobs_np=logprobs_np[i, : self._lengths[i]].astype(np.float32),
+                topk_logprobs_np=(
+                    TopkLogprobs(topk[0][i, : self._lengths[i]], topk[1][i, : self._lengths[i]])
+                    if topk is not None
+                    else None
+                ),
             )
             for i in range(self.n)
         ]
         return types.SampleResponse(sequences=sequences, prompt_logprobs_np=prompt_logprobs)
 
+    def _topk_on_host(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Each step's top-k (int32 ids, float32 logprobs), (n, steps, k); None if not asked."""
+        if self._topk_ids_NTK is None or self._topk_logprobs_NTK is None:
+            return None
+        ids = self._topk_ids_NTK[:, : self.steps].cpu().numpy().astype(np.int32)
+        return ids, self._topk_logprobs_NTK[:, : self.steps].cpu().numpy()
+
 
 def _choose(
     logits_NV: Tensor, params: types.SamplingParams, generator: torch.Generator
 ) -> tuple[Tensor, Tensor]:
-    """The next token of each row (greedy at temperature 0) and its model logprob."""
+    """The next token of each row (greedy at temperature 0) and the model's logprobs."""
     logprobs_NV = torch.log_softmax(logits_NV, dim=-1)
     if params.temperature < GREEDY_BELOW:
         token_N = logits_NV.argmax(dim=-1)
@@ -617,7 +694,7 @@ def _choose(
             scores_NV = _top_p_filter(scores_NV, params.top_p)
         probs_NV = torch.softmax(scores_NV, dim=-1)
         token_N = torch.multinomial(probs_NV, 1, generator=generator).squeeze(-1)
-    return token_N, logprobs_NV.gather(-1, token_N[:, None]).squeeze(-1)
+    return token_N, logprobs_NV
 
 
 def _top_p_filter(scores_NV: Tensor, top_p: float) -> Tensor:
@@ -638,17 +715,6 @@ def _ends_with_stop_string(
     tail = tokenizer.decode(tokens[-window:], skip_special_tokens=False)
     before = tokenizer.decode(tokens[-window:-1], skip_special_tokens=False)
     return any(s in tail and s not in before for s in strings)
-
-
-def _not_yet(**given: tuple[object, object]) -> None:
-    """Refuse SDK options the local sampler does not compute yet (each `name=(value,
-    default)`), rather than answer without them."""
-    for name, (value, default) in given.items():
-        if value != default:
-            raise ConfigError(
-                f"{name}={value!r}: the local sampler does not support it yet (leave it at "
-                f"{default!r})"
-            )
 
 
 def _random_seed() -> int:
