@@ -314,3 +314,63 @@ def test_gspo_and_stable_reinforce_over_the_wire(sdk: Callable[[], tinker.Servic
     bad = client.forward_backward([datum], "stable_reinforce", {"kl_coef": 0.1})
     with pytest.raises(tinker.RequestFailedError, match="kl_coef.*allowed.*kl_coeff"):
         bad.result()
+
+
+def _sample_with_every_option(sampler: Any) -> types.SampleResponse:
+    """One sample asking for every prompt- and sample-side option the SDK 0.38 offers."""
+    ids = torch.full((len(TOKENS) - 1, 2), -1, dtype=torch.long)
+    ids[3, 1], ids[6, 0] = 42, TOKENS[-1]
+    response: types.SampleResponse = sampler.sample(
+        types.ModelInput.from_ints(TOKENS),
+        2,
+        types.SamplingParams(max_tokens=4, temperature=1.0, seed=9, stop=[]),
+        include_prompt_logprobs=True,
+        topk_prompt_logprobs=3,
+        topk_sample_logprobs=4,
+        target_prompt_logprobs=types.TensorData.from_torch_sparse(ids, pad_value=-1),
+        prompt_alt_tokens_k=2,
+        prompt_logprobs_last_n=3,
+    ).result()
+    return response
+
+
+def test_top_k_target_and_alternative_logprobs_over_the_wire(
+    sdk: Callable[[], tinker.ServiceClient], tmp_path: Path
+) -> None:
+    """The SDK's top-k (of each sampled token and of the prompt), target-id and alternative
+    logprobs and `prompt_logprobs_last_n` reach the unmodified SDK over HTTP in its own
+    response types, equal to what the engine returns in process; the SDK's own checks (the
+    suffix honoured, the draws returned) pass; a bad width fails with the field's name."""
+    wire = sdk().create_sampling_client(base_model=TINY).result()
+    local = thinker.ServiceClient(storage_dir=tmp_path).create_sampling_client(base_model=TINY)
+    over_http = _sample_with_every_option(wire)
+    in_process = _sample_with_every_option(local.result())
+    for got, want in zip(over_http.sequences, in_process.sequences, strict=True):
+        assert list(got.tokens) == list(want.tokens)
+        assert got.topk_logprobs == want.topk_logprobs  # bit for bit: one engine, one seed
+        assert got.topk_logprobs is not None and len(got.topk_logprobs[0] or []) == 4
+    assert over_http.prompt_logprobs == in_process.prompt_logprobs
+    assert over_http.prompt_logprobs is not None
+    assert over_http.prompt_logprobs[: len(TOKENS) - 3] == [None] * (len(TOKENS) - 3)
+    assert over_http.topk_prompt_logprobs == in_process.topk_prompt_logprobs
+    top = over_http.topk_prompt_logprobs
+    assert top is not None and top[0] is None and len(top[-1] or []) == 3
+    target, want_target = over_http.target_prompt_logprobs, in_process.target_prompt_logprobs
+    assert target is not None and want_target is not None
+    assert target.sparse_crow_indices == want_target.sparse_crow_indices is not None
+    assert target.sparse_col_indices == want_target.sparse_col_indices
+    assert target.to_torch().tolist() == want_target.to_torch().tolist()
+    alt, want_alt = over_http.prompt_alt_tokens, in_process.prompt_alt_tokens
+    assert alt is not None and want_alt is not None
+    assert alt.tokens.tolist() == want_alt.tokens.tolist()
+    assert alt.logprobs.tolist() == want_alt.logprobs.tolist()
+    assert list(alt.tokens.to_torch().shape) == [len(TOKENS) - 1, 2]
+    full = wire.compute_logprobs(types.ModelInput.from_ints(TOKENS)).result()
+    last = wire.compute_logprobs(types.ModelInput.from_ints(TOKENS), prompt_logprobs_last_n=2)
+    assert last.result() == [None] * (len(TOKENS) - 2) + full[-2:]
+    too_wide = wire.sample(
+        types.ModelInput.from_ints(TOKENS), 1, types.SamplingParams(max_tokens=1),
+        topk_sample_logprobs=10_000,
+    )  # fmt: skip
+    with pytest.raises(tinker.RequestFailedError, match="topk_sample_logprobs must be"):
+        too_wide.result()

@@ -48,6 +48,8 @@ from typing import Any
 import numpy as np
 from tinker import types
 from tinker.proto import tinker_public_pb2 as pb
+from tinker.types._pydantic_types.tensor_data import TensorData as TensorDataModel
+from tinker.types.topk_logprobs import TopkLogprobs
 
 from thinker.engine.futures import EngineFuture
 from thinker.engine.local.sampling import LocalSamplingClient
@@ -383,7 +385,7 @@ class TinkerWire:
                 include_prompt_logprobs=bool(request.prompt_logprobs),
                 topk_prompt_logprobs=request.topk_prompt_logprobs or 0,
                 topk_sample_logprobs=request.topk_sample_logprobs or 0,
-                target_prompt_logprobs=request.target_prompt_logprobs,
+                target_prompt_logprobs=_target_ids(request.target_prompt_logprobs),
                 prompt_alt_tokens_k=request.prompt_alt_tokens_k or 0,
                 prompt_logprobs_last_n=request.prompt_logprobs_last_n,
             ).future()
@@ -609,6 +611,8 @@ def forward_backward_bytes(output: types.ForwardBackwardOutput) -> bytes:
 
 
 def sample_response_bytes(response: types.SampleResponse) -> bytes:
+    """A SampleResponse as the SDK reads it (its response_conv.deserialize_sample_response):
+    top-k as dense N x K matrices, the other prompt tensors as `Tensor` messages."""
     message = pb.SampleResponse()
     for sequence in response.sequences:
         out = message.sequences.add()
@@ -618,7 +622,53 @@ def sample_response_bytes(response: types.SampleResponse) -> bytes:
         out.tokens = np.asarray(sequence.tokens, dtype=np.int32).tobytes()
         if sequence.logprobs is not None:
             out.logprobs = np.asarray(sequence.logprobs, dtype=np.float32).tobytes()
+        if sequence.topk_logprobs_np is not None:
+            _write_topk(out.topk_sampled_logprobs, sequence.topk_logprobs_np)
     if response.prompt_logprobs is not None:
         values = [np.nan if v is None else v for v in response.prompt_logprobs]
         message.prompt_logprobs = np.asarray(values, dtype=np.float32).tobytes()
+    if response.topk_prompt_logprobs_np is not None:
+        _write_topk(message.topk_prompt_logprobs, response.topk_prompt_logprobs_np)
+    if response.target_prompt_logprobs is not None:
+        _write_tensor(message.target_prompt_logprobs, response.target_prompt_logprobs)
+    if response.prompt_alt_tokens is not None:
+        _write_tensor(message.prompt_alt_tokens.tokens, response.prompt_alt_tokens.tokens)
+        _write_tensor(message.prompt_alt_tokens.logprobs, response.prompt_alt_tokens.logprobs)
     return message.SerializeToString()
+
+
+def _write_topk(message: pb.TopkLogprobs, topk: TopkLogprobs) -> None:
+    message.length, message.k = topk.token_ids.shape
+    message.token_ids = np.ascontiguousarray(topk.token_ids, dtype=np.int32).tobytes()
+    message.logprobs = np.ascontiguousarray(topk.logprobs, dtype=np.float32).tobytes()
+
+
+def _write_tensor(message: pb.Tensor, tensor: types.TensorData) -> None:
+    """Dense, or sparse CSR with its indices, as the SDK's request_conv writes a tensor."""
+    int64 = tensor.dtype == "int64"
+    message.dtype = pb.DTYPE_INT64 if int64 else pb.DTYPE_FLOAT32
+    message.shape.extend(tensor.shape or [])
+    values = np.asarray(tensor.data, dtype=np.int64 if int64 else np.float32).tobytes()
+    if tensor.sparse_crow_indices is None or tensor.sparse_col_indices is None:
+        message.dense = values
+        return
+    message.sparse_csr.values = values
+    message.sparse_csr.crow_indices = np.asarray(tensor.sparse_crow_indices, np.int64).tobytes()
+    message.sparse_csr.col_indices = np.asarray(tensor.sparse_col_indices, np.int64).tobytes()
+
+
+def _target_ids(model: TensorDataModel | None) -> types.TensorData | None:
+    """The request's `target_prompt_logprobs` (JSON) as the engine takes it; one whose data
+    does not fill its shape is refused, naming the field."""
+    if model is None:
+        return None
+    try:
+        return types.TensorData(
+            data=model.data,
+            dtype=model.dtype,
+            shape=model.shape,
+            sparse_crow_indices=model.sparse_crow_indices,
+            sparse_col_indices=model.sparse_col_indices,
+        )
+    except ValueError as e:
+        raise ConfigError(f"target_prompt_logprobs: {e}") from e
