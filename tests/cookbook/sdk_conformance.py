@@ -19,6 +19,7 @@ It prints a Markdown table (method, result, detail) and `N passed, N failed`. Us
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 import traceback
 import warnings
@@ -54,10 +55,16 @@ class Run:
     def __init__(self) -> None:
         self.rows: list[tuple[str, str, str]] = []
 
-    def check(self, name: str, call: Callable[[], str | None], obj: Any = None) -> None:
-        """Call `call` (it returns a detail, or raises); `obj` lacking the method: absent."""
+    def check(
+        self, name: str, call: Callable[[], str | None], obj: Any = None, needs: str = ""
+    ) -> None:
+        """Call `call` (it returns a detail, or raises); `obj` lacking the method, or the
+        method lacking the keyword `needs`: absent."""
         method = name.rsplit(".", 1)[-1].split("[")[0]
-        if obj is not None and not hasattr(obj, method):
+        found = getattr(obj, method, None) if obj is not None else None
+        if obj is not None and (
+            found is None or (needs and needs not in inspect.signature(found).parameters)
+        ):
             self.rows.append((name, "absent", f"not in tinker {version('tinker')}"))
             return
         try:
@@ -74,6 +81,70 @@ class Run:
         lines = [f"| method (tinker {version('tinker')}) | result | detail |", "|---|---|---|"]
         lines += [f"| `{n}` | {r} | {d.replace('|', '/')} |" for n, r, d in self.rows]
         return "\n".join(lines)
+
+
+def check_sample_options(run: Run, client: Any) -> None:
+    """`sample`'s top-k, target-id, alternative-token and last-n options, each checked
+    against the plain prompt logprobs the same server returns."""
+    prompt = types.ModelInput.from_ints(TOKENS)
+    greedy = types.SamplingParams(max_tokens=4, temperature=0.0, stop=[])
+    rows = len(TOKENS) - 1
+
+    def sample(**options: Any) -> Any:
+        return client.sample(prompt, 1, greedy, **options).result()
+
+    def topk_sample() -> str:
+        seq = sample(topk_sample_logprobs=3).sequences[0]
+        assert len(seq.topk_logprobs) == len(seq.tokens), seq
+        for token, logprob, top in zip(seq.tokens, seq.logprobs, seq.topk_logprobs, strict=True):
+            assert top[0][0] == token and abs(top[0][1] - logprob) < 1e-5, (token, top)
+            assert [v for _, v in top] == sorted((v for _, v in top), reverse=True), top
+        return f"top-3 at {len(seq.tokens)} tokens, the first the greedy token"
+
+    def topk_prompt() -> str:
+        out = sample(include_prompt_logprobs=True, topk_prompt_logprobs=2)
+        top = out.topk_prompt_logprobs
+        assert top[0] is None and len(top) == len(TOKENS), top
+        for position in range(1, len(TOKENS)):
+            assert top[position][0][1] >= out.prompt_logprobs[position] - 1e-5, position
+        return f"top-2 at {len(TOKENS) - 1} prompt positions"
+
+    def targets() -> str:
+        ids = torch.full((rows, 2), -1, dtype=torch.long)
+        ids[rows - 1, 1] = TOKENS[-1]  # the last prompt token: its prompt logprob
+        out = sample(
+            include_prompt_logprobs=True,
+            target_prompt_logprobs=types.TensorData.from_torch_sparse(ids, pad_value=-1),
+        )
+        got = out.target_prompt_logprobs.to_torch()
+        assert list(got.shape) == [rows, 2] and got[rows - 1, 0] == 0.0, got
+        assert abs(got[rows - 1, 1].item() - out.prompt_logprobs[-1]) < 1e-5, got
+        return f"{got[rows - 1, 1].item():.3f} = the prompt logprob"
+
+    def alternatives() -> str:
+        alt = sample(prompt_alt_tokens_k=2).prompt_alt_tokens
+        tokens, logprobs = alt.tokens.to_torch(), alt.logprobs.to_torch()
+        assert list(tokens.shape) == list(logprobs.shape) == [rows, 2], tokens.shape
+        assert (tokens[:, 0] == tokens[:, 1]).all() and (logprobs < 0).all()  # greedy draws
+        return f"{rows} x 2 draws"
+
+    def last_n() -> str:
+        whole = sample(include_prompt_logprobs=True).prompt_logprobs
+        cut = sample(include_prompt_logprobs=True, prompt_logprobs_last_n=3).prompt_logprobs
+        scored = client.compute_logprobs(prompt, prompt_logprobs_last_n=3).result()
+        for got in (cut, scored):
+            assert got[:-3] == [None] * (len(TOKENS) - 3), got
+            assert all(abs(a - b) < 1e-5 for a, b in zip(got[-3:], whole[-3:], strict=True))
+        return "the last 3 scored, the rest None (compute_logprobs too)"
+
+    for option, call in (
+        ("topk_sample_logprobs", topk_sample),
+        ("topk_prompt_logprobs", topk_prompt),
+        ("target_prompt_logprobs", targets),
+        ("prompt_alt_tokens_k", alternatives),
+        ("prompt_logprobs_last_n", last_n),
+    ):
+        run.check(f"SamplingClient.sample[{option}]", call, client, needs=option)
 
 
 def main() -> None:
@@ -228,6 +299,7 @@ def main() -> None:
     check("SamplingClient.get_tokenizer",
           lambda: type(state["sampling"].get_tokenizer()).__name__,
           state.get("sampling"))  # fmt: skip
+    check_sample_options(run, state.get("sampling"))
 
     rest = service.create_rest_client()
     run_id = types.ParsedCheckpointTinkerPath.from_tinker_path(state["state"]).training_run_id
