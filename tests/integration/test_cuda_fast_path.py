@@ -176,12 +176,123 @@ def test_shared_prompt_decode_gives_what_independent_decoding_gives() -> None:
     assert capture is not None and capture.cache.layout.counts == (8, 8, 8, 8)
     assert len(capture.graphs) == 2  # both token buckets replayed as CUDA graphs
     diffs = []
-    with torch.inference_mode(), fast.eager():  # as sampling runs its layers
-        for prompt, got in zip(prompts, together, strict=True):
-            alone = client._decode(prompt, 8, params, False)  # the per-call path
-            for seq, ref in zip(got.sequences, alone.sequences, strict=True):
-                assert list(seq.tokens) == list(ref.tokens)
-                diffs.append((torch.tensor(seq.logprobs) - torch.tensor(ref.logprobs)).abs())
+    with pytest.MonkeyPatch.context() as mp:  # each prompt alone: the per-call path
+        mp.setattr(prefix, "can_decode", lambda model: False)
+        alone_calls = [client.sample(types.ModelInput.from_ints(p), 8, params) for p in prompts]
+        alone_all = [c.result() for c in alone_calls]
+    for got, alone in zip(together, alone_all, strict=True):
+        for seq, ref in zip(got.sequences, alone.sequences, strict=True):
+            assert list(seq.tokens) == list(ref.tokens)
+            diffs.append((torch.tensor(seq.logprobs) - torch.tensor(ref.logprobs)).abs())
     diff = torch.cat(diffs)
     print(f"shared vs independent logprobs: max difference {diff.max():.2e}")
     assert diff.max() < 1e-3
+
+
+def test_top_k_logprobs_on_the_graph_decode(tmp_path: Path) -> None:
+    """The SDK's top-k options on the CUDA path (a trainer's sampler: shared-prompt decode,
+    CUDA graphs, bf16), greedy: each step's top-k is sorted, headed by the sampled token with
+    its own logprob, and agrees with a plain forward of the same sequence over the whole
+    vocabulary within bf16 rounding; the prompt's top-k likewise."""
+    client = (
+        thinker.ServiceClient(storage_dir=tmp_path)
+        .create_lora_training_client(QWEN, rank=16)
+        .result()
+    )
+    sampler = client.save_weights_and_get_sampling_client().result()
+    prompt = _batch()[1].model_input.to_ints()
+    params = types.SamplingParams(max_tokens=40, temperature=0.0, stop=[])  # greedy
+    out = sampler.sample(
+        types.ModelInput.from_ints(prompt),
+        4,
+        params,
+        include_prompt_logprobs=True,
+        topk_prompt_logprobs=3,
+        topk_sample_logprobs=5,
+    ).result()
+    assert prefix._CAPTURES.get(client._model) is not None  # the shared-prompt decode ran
+    listed = 0
+    diffs = []
+    for seq in out.sequences:
+        tokens = prompt + list(seq.tokens)
+        with torch.inference_mode(), fast.adapter_autocast(client._model):
+            logits = client._model(torch.tensor([tokens], device="cuda")).logits[0]
+        plain = torch.log_softmax(logits.float(), dim=-1)[len(prompt) - 1 : -1]
+        assert seq.topk_logprobs is not None and len(seq.topk_logprobs) == len(seq.tokens)
+        for step, (top, token, logprob) in enumerate(
+            zip(seq.topk_logprobs, seq.tokens, seq.logprobs, strict=True)
+        ):
+            assert top is not None and len(top) == 5
+            values = [v for _, v in top]
+            assert values == sorted(values, reverse=True)
+            assert top[0][0] == token  # greedy: the sampled token heads its top-k
+            assert top[0][1] == pytest.approx(logprob, abs=1e-6)
+            listed += 1
+            ids = torch.tensor([i for i, _ in top], device="cuda")
+            diffs.append((plain[step, ids].cpu() - torch.tensor(values)).abs())
+    diff = torch.cat(diffs)
+    print(f"top-k vs plain forward: max {diff.max():.4f}, mean {diff.mean():.5f}; {listed} listed")
+    assert listed > 0 and diff.max() < 0.15 and diff.mean() < 0.02
+    prompt_top = out.topk_prompt_logprobs
+    assert prompt_top is not None and prompt_top[0] is None and len(prompt_top) == len(prompt)
+    with torch.inference_mode(), fast.adapter_autocast(client._model):
+        logits = client._model(torch.tensor([prompt], device="cuda")).logits[0]
+    plain = torch.log_softmax(logits.float(), dim=-1)
+    for position in range(1, len(prompt)):
+        top = prompt_top[position]
+        assert top is not None and len(top) == 3
+        for token, value in top:
+            assert abs(plain[position - 1, token].item() - value) < 0.15
+
+
+def _teacher_forced(model, prompts, counts, tokens_SB, graphs: bool) -> torch.Tensor:  # noqa: ANN001
+    """Logits of every step of a shared-prompt decode fed `tokens_SB` (steps x rows)."""
+    decoder = prefix.PrefixDecoder(model, model.config, graphs=graphs)
+    logits = [decoder.prefill(prompts, counts, tokens_SB.shape[0] + 1)]
+    # A copy of each: a replayed step's logits are the graph's buffer (fp32 `.float()` is no
+    # copy).
+    logits += [decoder.step(token_B).to(torch.float32, copy=True) for token_B in tokens_SB]
+    prefix.release(model)
+    return torch.stack(logits)
+
+
+@pytest.mark.parametrize("counts", [[8, 8, 8, 8], [3, 5, 2, 6], [1, 1, 1, 1]])
+def test_flash_decode_is_as_close_to_fp32_as_the_eager_decode(
+    monkeypatch: pytest.MonkeyPatch, counts: list[int]
+) -> None:
+    """The shared-prompt decode's attention through FlashAttention (two kernels a layer and a
+    log-sum-exp merge, CUDA graphs, 150 steps: two token buckets) against its eager products,
+    both in bf16, each compared with the same decode in fp32: the flash path's logits are no
+    further from fp32 than the eager path's (bf16 rounding, not a different attention). 16
+    rows, as many as the model's query heads, check the log-sum-exp's layout."""
+    device = torch.device("cuda")
+    gen = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(0, 151936, (n,), generator=gen).tolist() for n in (37, 100, 5, 64)]
+    tokens_SB = torch.randint(0, 151936, (150, sum(counts)), generator=gen).to(device)
+
+    def decode(dtype: torch.dtype, flash: bool) -> torch.Tensor:
+        monkeypatch.setenv("THINKER_FLASH_DECODE", "1" if flash else "0")
+        base = load_base_model(QWEN, Placement(device, dtype, None))
+        model = attach_lora(base, rank=16, seed=0, targets=["q_proj", "v_proj", "down_proj"])
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                with torch.no_grad():
+                    p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(2)) * 1e-2)
+        with torch.inference_mode(), fast.eager():
+            if flash:
+                probe = prefix.SharedPromptCache.allocate(
+                    prefix.Layout((1,), 64, 128, "off"), model.config, dtype, device
+                )
+                assert isinstance(probe, prefix.FlashPromptCache)  # the flash path really runs
+            out = _teacher_forced(model, prompts, counts, tokens_SB, graphs=True)
+            return torch.log_softmax(out, dim=-1)
+
+    reference = decode(torch.float32, flash=False)
+    eager = (decode(torch.bfloat16, flash=False) - reference).abs()
+    flash = (decode(torch.bfloat16, flash=True) - reference).abs()
+    print(
+        f"counts {counts}: logprob error vs fp32, eager bf16 max {eager.max():.3f} mean "
+        f"{eager.mean():.4f}; flash bf16 max {flash.max():.3f} mean {flash.mean():.4f}"
+    )
+    assert flash.mean() <= 1.25 * eager.mean()
+    assert flash.max() <= 1.5 * eager.max()

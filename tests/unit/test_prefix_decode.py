@@ -49,14 +49,21 @@ def _shared(decoder: prefix.PrefixDecoder, prompts, counts, steps: int):
                 for part, n in zip(logits[-1].split(counts), counts, strict=True)
             ]
         )
-        logits.append(decoder.step(token_B))
+        logits.append(decoder.step(token_B).to(torch.float32, copy=True))
     return torch.stack(logits)
 
 
-@pytest.mark.parametrize("counts", [[3, 3, 3], [3, 1, 4]], ids=["equal", "unequal"])
+@pytest.mark.parametrize(
+    ("counts", "prefill_tokens"),
+    [([3, 3, 3], 16384), ([3, 1, 4], 16384), ([3, 1, 4], 50)],
+    ids=["equal", "unequal", "prefilled-in-two-forwards"],
+)
 @torch.inference_mode()
-def test_shared_prompt_decode_equals_the_plain_decode(monkeypatch, counts) -> None:  # noqa: ANN001
+def test_shared_prompt_decode_equals_the_plain_decode(monkeypatch, counts, prefill_tokens) -> None:  # noqa: ANN001
+    """The prompts (40, 17 and 3 tokens) are prefilled right-padded in one forward, or at 50
+    padded tokens a forward as [40] then [17, 3]."""
     monkeypatch.setattr(prefix, "TOKEN_BUCKET", 8)  # 20 steps cross two bucket boundaries
+    monkeypatch.setattr(prefix, "PREFILL_TOKENS", prefill_tokens)
     model = tiny_lora_model().eval()
     prompts = [list(range(5, 45)), list(range(50, 67)), list(range(100, 103))]
     decoder = prefix.PrefixDecoder(model, model.config, graphs=False)

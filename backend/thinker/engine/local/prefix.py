@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,12 +45,13 @@ from peft.tuners.lora.layer import Linear as LoraLinear
 from torch import Tensor, nn
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from thinker.engine.local import attention
-from thinker.engine.local.decode import adapters_enabled, last_logits
+from thinker.engine.local import attention, fast
+from thinker.engine.local.decode import adapters_enabled
 
 log = logging.getLogger(__name__)
 PROMPT_BUCKET = 64  # prompt columns round up to this, so nearby prompt lengths share a capture
 TOKEN_BUCKET = 128  # a row's own columns: attended up to the end of the current bucket
+PREFILL_TOKENS = 16384  # prompts prefilled together: padded tokens a forward may take
 # The decode step's forwards carry a 4-D mask, so that transformers builds none (the hook
 # masks by itself); it is never read.
 _UNUSED_MASK = torch.ones((1, 1, 1, 1), dtype=torch.bool)
@@ -92,7 +93,7 @@ class SharedPromptCache:
     slot_B: Tensor
     step_1: Tensor  # the column of the token being decoded (the same for every row)
     columns_T: Tensor  # 0 .. token columns - 1
-    prefilling: int | None = None  # the group whose prompt the current forward prefills
+    prefilling: int | None = None  # the first group whose prompts the current forward prefills
     window: int = TOKEN_BUCKET  # own columns the current step attends to
     _bias: Tensor | None = field(default=None, repr=False)  # this step's mask, both parts
 
@@ -114,22 +115,50 @@ class SharedPromptCache:
         group_B = torch.repeat_interleave(torch.arange(g), torch.tensor(layout.counts))
         first_of_group = torch.tensor([0, *layout.counts]).cumsum(0)[:-1]
         slot_B = group_B * widest + torch.arange(b) - first_of_group[group_B]
+        common = (
+            torch.zeros((b, 1, 1, layout.prompt_columns), dtype=dtype, device=device),
+            slot_B.to(device),
+            torch.zeros(1, dtype=torch.long, device=device),
+            torch.arange(layout.token_columns, device=device),
+        )
+        if flash_decode_available(device, dtype, head_dim):
+            query_heads = config.num_attention_heads
+            return FlashPromptCache(
+                layout,
+                zeros(g, layout.prompt_columns, heads, head_dim),
+                zeros(g, layout.prompt_columns, heads, head_dim),
+                zeros(b, heads, layout.token_columns, head_dim),
+                zeros(b, heads, layout.token_columns, head_dim),
+                *common,
+                cu_prompt_q=_offsets(layout.counts, device),
+                cu_prompt_k=_offsets([layout.prompt_columns] * g, device),
+                prompt_used=torch.zeros(g, dtype=torch.int32, device=device),
+                cu_own_q=_offsets([query_heads // heads] * b * heads, device),
+                cu_own_k=_offsets([layout.token_columns] * b * heads, device),
+                own_used=torch.ones(b * heads, dtype=torch.int32, device=device),
+            )
         return cls(
             layout,
             zeros(g, heads, layout.prompt_columns, head_dim),
             zeros(g, heads, layout.prompt_columns, head_dim),
             zeros(b, heads, layout.token_columns, head_dim),
             zeros(b, heads, layout.token_columns, head_dim),
-            torch.zeros((b, 1, 1, layout.prompt_columns), dtype=dtype, device=device),
-            slot_B.to(device),
-            torch.zeros(1, dtype=torch.long, device=device),
-            torch.arange(layout.token_columns, device=device),
+            *common,
         )
 
     @property
     def folded(self) -> bool:
         """Every group has the same number of rows: the slot grid is the rows themselves."""
         return len(set(self.layout.counts)) == 1
+
+    def start(self, lengths: list[int]) -> None:
+        """A new decode of this layout: the prompts' lengths, no token decoded yet."""
+        self.set_prompt_lengths(lengths)
+        self.step_1.zero_()
+
+    def advanced(self) -> None:
+        """One token decoded (recorded in a step's graph)."""
+        self.step_1.add_(1)
 
     def set_prompt_lengths(self, lengths: list[int]) -> None:
         counts = torch.tensor(self.layout.counts)
@@ -151,15 +180,20 @@ class SharedPromptCache:
         **kwargs: Any,
     ) -> tuple[Tensor, None]:
         layer: int = module.layer_idx  # type: ignore[assignment]
-        if self.prefilling is not None:  # one prompt, batch 1: keep its keys, attend as SDPA
-            length = key_BHTD.shape[2]
-            self.prompt_k[layer][self.prefilling, :, :length] = key_BHTD[0]
-            self.prompt_v[layer][self.prefilling, :, :length] = value_BHTD[0]
+        if self.prefilling is not None:  # a few groups' prompts: keep their keys, attend as SDPA
+            self._keep_prompts(layer, self.prefilling, key_BHTD, value_BHTD)
             return sdpa_attention_forward(
                 module, query_BHTD, key_BHTD, value_BHTD, attention_mask, dropout, scaling, **kwargs
             )
         assert scaling is not None
         return self._decode(layer, query_BHTD, key_BHTD, value_BHTD, scaling), None
+
+    def _keep_prompts(self, layer: int, first: int, key_GHTD: Tensor, value_GHTD: Tensor) -> None:
+        """Groups first .. first + G - 1, right-padded to one length (the padding's columns
+        are masked)."""
+        g, _, length, _ = key_GHTD.shape
+        self.prompt_k[layer][first : first + g, :, :length] = key_GHTD
+        self.prompt_v[layer][first : first + g, :, :length] = value_GHTD
 
     def _decode(
         self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float
@@ -206,6 +240,154 @@ class SharedPromptCache:
         widest = max(self.layout.counts)
         x = x_GKSC.view(g, k, widest, s // widest, c).transpose(1, 2).reshape(g * widest, k, -1, c)
         return x if self.folded else x.index_select(0, self.slot_B)
+
+
+@dataclass
+class FlashPromptCache(SharedPromptCache):
+    """The shared-prompt cache for FlashAttention's varlen kernel (CUDA, bf16 or fp16).
+
+    A step's attention is two kernel calls and their merge, not ~17 small kernels:
+
+    - each group's rows as that group's queries against its prompt, so the prompt's keys are
+      read once for the group (stored token-major, (columns, kv heads, head dim) per group);
+    - each row's own tokens so far (`seqused_k` says how many, a device counter the step's
+      graph advances), one sequence per row and key head whose queries are that key head's
+      query heads: the kernel's tiles are 128 queries tall, so a sequence of one query would
+      fill 1/128 of each and read its keys once per query head (stored head-major, (kv heads,
+      columns, head dim) per row, so that each (row, key head) is one block of keys).
+
+    The two partial softmaxes are combined by their log-sum-exps, as FlashInfer's cascade
+    attention does.
+    """
+
+    cu_prompt_q: Tensor = field(kw_only=True)  # group g's rows: queries cu[g] .. cu[g + 1]
+    cu_prompt_k: Tensor = field(kw_only=True)  # group g's prompt block starts
+    prompt_used: Tensor = field(kw_only=True)  # each group's prompt length (int32)
+    cu_own_q: Tensor = field(kw_only=True)  # (row, key head) i: queries cu[i] .. cu[i + 1]
+    cu_own_k: Tensor = field(kw_only=True)
+    own_used: Tensor = field(kw_only=True)  # each row's own tokens so far, this one included
+
+    def start(self, lengths: list[int]) -> None:
+        self.prompt_used.copy_(torch.tensor(lengths, dtype=torch.int32))
+        self.own_used.fill_(1)
+        self.step_1.zero_()
+
+    def advanced(self) -> None:
+        self.step_1.add_(1)
+        self.own_used.add_(1)
+
+    def _keep_prompts(self, layer: int, first: int, key_GHTD: Tensor, value_GHTD: Tensor) -> None:
+        g, _, length, _ = key_GHTD.shape
+        self.prompt_k[layer][first : first + g, :length] = key_GHTD.transpose(1, 2)
+        self.prompt_v[layer][first : first + g, :length] = value_GHTD.transpose(1, 2)
+
+    def _decode(
+        self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float
+    ) -> Tensor:
+        b, q_heads, _, dim = query.shape
+        layout = self.layout
+        kv_heads = key.shape[1]
+        self.token_k[layer].index_copy_(2, self.step_1, key)
+        self.token_v[layer].index_copy_(2, self.step_1, value)
+        q_BHD = query.transpose(1, 2).reshape(b, q_heads, dim)
+        widest = max(layout.counts)
+        prompt_out, prompt_lse = _flash(
+            q_BHD,
+            self.prompt_k[layer].flatten(0, 1),
+            self.prompt_v[layer].flatten(0, 1),
+            self.cu_prompt_q,
+            self.cu_prompt_k,
+            widest,
+            layout.prompt_columns,
+            self.prompt_used,
+            scale,
+        )
+        # Query head h reads key head h // (q_heads / kv_heads): the rows of q_BHD are
+        # already (row, key head, its query heads), so the regrouping is a view.
+        own_out, own_lse = _flash(
+            q_BHD.view(b * q_heads, 1, dim),
+            self.token_k[layer].view(-1, 1, dim),
+            self.token_v[layer].view(-1, 1, dim),
+            self.cu_own_q,
+            self.cu_own_k,
+            q_heads // kv_heads,
+            self.window,
+            self.own_used,
+            scale,
+        )
+        own_out, own_lse = own_out.view(b, q_heads, dim), own_lse.view(b, q_heads)
+        # softmax over both parts = each part's softmax weighted by its share of the mass.
+        prompt_share_BH1 = torch.sigmoid(prompt_lse - own_lse).to(query.dtype)[..., None]
+        out_BHD = torch.lerp(own_out, prompt_out, prompt_share_BH1)
+        return out_BHD.view(b, 1, q_heads, dim)
+
+
+def _offsets(sizes: Sequence[int], device: torch.device) -> Tensor:
+    """0, then the running sums of `sizes`: the int32 boundaries FlashAttention takes."""
+    return torch.tensor([0, *sizes], dtype=torch.int64).cumsum(0).to(torch.int32).to(device)
+
+
+_LSE_HEADS_FIRST: bool | None = None  # the kernel's log-sum-exp layout, probed once
+
+
+def flash_decode_available(device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
+    """Whether this torch's FlashAttention kernel can run the decode (CUDA, half precision,
+    `seqused_k` in its signature) and is not turned off (THINKER_FAST_FLASH_DECODE=0)."""
+    return (
+        device.type == "cuda"
+        and dtype in (torch.bfloat16, torch.float16)
+        and head_dim % 8 == 0
+        and head_dim <= 256
+        and fast.enabled("FLASH_DECODE", device)
+        and _FLASH_OP is not None
+    )
+
+
+def _load_flash_op() -> Any:
+    op = getattr(torch.ops.aten, "_flash_attention_forward", None)
+    if op is None or "seqused_k" not in {a.name for a in op.default._schema.arguments}:
+        return None
+    return op.default
+
+
+_FLASH_OP = _load_flash_op()
+
+
+def _flash(
+    q_THD: Tensor,
+    k_SHD: Tensor,
+    v_SHD: Tensor,
+    cu_q: Tensor,
+    cu_k: Tensor,
+    max_q: int,
+    max_k: int,
+    used_k: Tensor,
+    scale: float,
+) -> tuple[Tensor, Tensor]:
+    """FlashAttention over varlen sequences, no mask: output (T, H, D) and log-sum-exp (T, H),
+    fp32 (for one head, (T, 1) whichever layout the kernel returns)."""
+    global _LSE_HEADS_FIRST
+    out, lse, *_ = _FLASH_OP(
+        q_THD, k_SHD, v_SHD, cu_q, cu_k, max_q, max_k, 0.0, False, False,
+        scale=scale, seqused_k=used_k,
+    )  # fmt: skip
+    t, h = q_THD.shape[:2]
+    if lse.shape == (t, h) and t != h:
+        _LSE_HEADS_FIRST = False
+    elif lse.shape == (h, t) and t != h:
+        _LSE_HEADS_FIRST = True
+    elif _LSE_HEADS_FIRST is None:  # as many rows as heads: ask the kernel with other shapes
+        _LSE_HEADS_FIRST = _probe_lse_layout(q_THD)
+    return out, (lse.t() if _LSE_HEADS_FIRST else lse)
+
+
+def _probe_lse_layout(like: Tensor) -> bool:
+    """Whether the kernel returns its log-sum-exp as (heads, tokens): 3 queries, 2 heads."""
+    q = torch.zeros((3, 2, like.shape[-1]), dtype=like.dtype, device=like.device)
+    cu = torch.tensor([0, 3], dtype=torch.int32, device=like.device)
+    used = torch.tensor([3], dtype=torch.int32, device=like.device)
+    _, lse, *_ = _FLASH_OP(q, q, q, cu, cu, 3, 3, 0.0, False, False, seqused_k=used)
+    return tuple(lse.shape) == (2, 3)
 
 
 class MergedAdapter:
@@ -326,28 +508,43 @@ class PrefixDecoder:
         if capture.merged is not None:
             capture.merged.refresh()
         cache = capture.cache
-        cache.set_prompt_lengths([len(p) for p in prompts])
-        cache.step_1.zero_()
+        cache.start([len(p) for p in prompts])
         rows = []
         with _weights_of(capture):
             try:
-                for g, (prompt, n) in enumerate(zip(prompts, counts, strict=True)):
-                    cache.prefilling = g
-                    out = self._model(
-                        input_ids=torch.tensor([prompt], device=device),
-                        use_cache=False,
-                        logits_to_keep=1,
-                        **{attention.HOOK_KWARG: cache},
-                    )
-                    rows.append(last_logits(out).expand(n, -1))
+                for first, batch in _prefill_batches(prompts):
+                    cache.prefilling = first
+                    rows += self._prefill(batch, device)
             finally:
                 cache.prefilling = None
         lengths = [len(p) for p, n in zip(prompts, counts, strict=True) for _ in range(n)]
         capture.position_B1.copy_(torch.tensor(lengths, device=device)[:, None])
-        return torch.cat(rows)
+        return torch.cat([row.expand(n, -1) for row, n in zip(rows, counts, strict=True)])
+
+    def _prefill(self, prompts: list[list[int]], device: torch.device) -> list[Tensor]:
+        """One forward over `prompts`, right-padded to the longest: each one's last logits."""
+        lengths = [len(p) for p in prompts]
+        longest = max(lengths)
+        ids = torch.zeros((len(prompts), longest), dtype=torch.long)
+        for i, prompt in enumerate(prompts):
+            ids[i, : len(prompt)] = torch.tensor(prompt)
+        mask = None
+        if min(lengths) < longest:  # padding after a prompt: its columns masked
+            mask = (torch.arange(longest)[None] < torch.tensor(lengths)[:, None]).to(device)
+        last = sorted(set(lengths))  # the positions whose logits are needed
+        out = self._model(
+            input_ids=ids.to(device),
+            attention_mask=mask,
+            use_cache=False,
+            logits_to_keep=torch.tensor([n - 1 for n in last], device=device),
+            **{attention.HOOK_KWARG: self._capture.cache},  # type: ignore[union-attr]
+        )
+        return [out.logits[i, last.index(n)][None].float() for i, n in enumerate(lengths)]
 
     def step(self, token_B: Tensor) -> Tensor:
-        """Feed each row its new token; the logits of the token after it."""
+        """Feed each row its new token; the logits of the token after it, in the model's dtype.
+        Replayed from a CUDA graph, they are the graph's own output: read them (or queue the
+        work that reads them) before the next step."""
         capture = self._capture
         assert capture is not None, "prefill first"
         if self._steps >= capture.cache.layout.token_columns:
@@ -359,7 +556,7 @@ class PrefixDecoder:
         graph = capture.graphs.get(window)
         if graph is not None:
             graph.replay()
-            return capture.logits[window].clone()
+            return capture.logits[window]
         with _weights_of(capture):
             if capture.failed or capture.stream is None:
                 return self._forward(capture)
@@ -381,8 +578,9 @@ class PrefixDecoder:
             **{attention.HOOK_KWARG: capture.cache},
         )
         capture.position_B1.add_(1)
-        capture.cache.step_1.add_(1)
-        return last_logits(out)
+        capture.cache.advanced()
+        logits_BV: Tensor = out.logits[:, -1]
+        return logits_BV
 
     def _try_capture(self, capture: _Capture, window: int) -> None:
         """Record the step just run eagerly (recording runs nothing, so no state moves)."""
@@ -427,6 +625,19 @@ def _weights_of(capture: _Capture) -> contextlib.AbstractContextManager[None]:
 def release(model: nn.Module) -> None:
     """Drop `model`'s kept capture (its cache and graphs), e.g. after running out of memory."""
     _CAPTURES.pop(model, None)
+
+
+def _prefill_batches(prompts: list[list[int]]) -> Iterator[tuple[int, list[list[int]]]]:
+    """Consecutive prompts prefilled by one forward (the index of the first, the prompts):
+    as many as keep the padded batch within PREFILL_TOKENS (a longer prompt goes alone)."""
+    first, longest = 0, 0
+    for i, prompt in enumerate(prompts):
+        wider = max(longest, len(prompt))
+        if i > first and wider * (i - first + 1) > PREFILL_TOKENS:
+            yield first, prompts[first:i]
+            first, wider = i, len(prompt)
+        longest = wider
+    yield first, prompts[first:]
 
 
 def _round_up(n: int, bucket: int) -> int:
