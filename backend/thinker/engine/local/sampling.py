@@ -427,9 +427,11 @@ class LocalSamplingClient:
         reader = _TokenReader(self._device, int(spans[-1]))
         for step in range(longest):
             chose = []
+            # One pass over every row's logits, not one a call (each call then only draws).
+            logprobs_BV = torch.log_softmax(logits_BV, dim=-1, dtype=torch.float32)
             for i, (_, r) in enumerate(live):
                 if not r.done:  # a finished call's rows keep their last token, unread
-                    last[i] = r.choose(logits_BV[spans[i] : spans[i + 1]])
+                    last[i] = r.choose(logprobs_BV[spans[i] : spans[i + 1]])
                     chose.append(i)
             token_B = torch.cat([t for t in last if t is not None])
             reader.start(token_B)
@@ -600,18 +602,19 @@ class DecodeRows:
 
     def advance(self, logits_NV: Tensor) -> Tensor:
         """Choose each row's next token from its logits; marks rows (and the call) done."""
-        token_N = self.choose(logits_NV)
+        token_N = self.choose(torch.log_softmax(logits_NV, dim=-1, dtype=torch.float32))
         self.observe(token_N.tolist())
         return token_N
 
-    def choose(self, logits_NV: Tensor) -> Tensor:
-        """Each row's next token, chosen on the logits' device (no wait for the host); the
-        call's stop rules see it in `observe`."""
+    def choose(self, logprobs_NV: Tensor) -> Tensor:
+        """Each row's next token from its next-token logprobs (fp32 log-softmax of the
+        logits), chosen on their device (no wait for the host); the call's stop rules see it
+        in `observe`."""
         if self._generator is None:  # on the logits' device, seeded as a lone call would be
-            self._generator = torch.Generator(logits_NV.device)
+            self._generator = torch.Generator(logprobs_NV.device)
             seed = self.params.seed if self.params.seed is not None else _random_seed()
             self._generator.manual_seed(seed)
-        token_N, logprobs_NV = _choose(logits_NV, self.params, self._generator)
+        token_N = _choose(logprobs_NV, self.params, self._generator)
         if self._tokens_NT is None or self._logprobs_NT is None:
             shape = (self.n, self.max_tokens)
             self._tokens_NT = torch.empty(shape, dtype=torch.long, device=token_N.device)
@@ -679,22 +682,26 @@ class DecodeRows:
 
 
 def _choose(
-    logits_NV: Tensor, params: types.SamplingParams, generator: torch.Generator
-) -> tuple[Tensor, Tensor]:
-    """The next token of each row (greedy at temperature 0) and the model's logprobs."""
-    logprobs_NV = torch.log_softmax(logits_NV, dim=-1)
+    logprobs_NV: Tensor, params: types.SamplingParams, generator: torch.Generator
+) -> Tensor:
+    """The next token of each row: the argmax at temperature 0, else a draw from
+    softmax(logits / temperature), which is softmax(logprobs / temperature)."""
     if params.temperature < GREEDY_BELOW:
-        token_N = logits_NV.argmax(dim=-1)
+        return logprobs_NV.argmax(dim=-1)
+    top_k = params.top_k is not None and params.top_k > 0
+    top_p = params.top_p is not None and params.top_p < 1
+    if params.temperature == 1 and not top_k and not top_p:
+        # The probabilities themselves: one pass, where a softmax takes two.
+        weights_NV = logprobs_NV.exp()
     else:
-        scores_NV = logits_NV / params.temperature
-        if params.top_k is not None and params.top_k > 0:
+        scores_NV = logprobs_NV / params.temperature
+        if top_k:
             kth_N1 = scores_NV.topk(min(params.top_k, scores_NV.shape[-1]), dim=-1).values[:, -1:]
             scores_NV = scores_NV.masked_fill(scores_NV < kth_N1, float("-inf"))
-        if params.top_p is not None and params.top_p < 1:
+        if top_p:
             scores_NV = _top_p_filter(scores_NV, params.top_p)
-        probs_NV = torch.softmax(scores_NV, dim=-1)
-        token_N = torch.multinomial(probs_NV, 1, generator=generator).squeeze(-1)
-    return token_N, logprobs_NV
+        weights_NV = torch.softmax(scores_NV, dim=-1)
+    return torch.multinomial(weights_NV, 1, generator=generator).squeeze(-1)
 
 
 def _top_p_filter(scores_NV: Tensor, top_p: float) -> Tensor:
