@@ -123,6 +123,65 @@ def test_a_client_that_goes_frees_its_adapter(tmp_path: Path) -> None:
     assert gone not in model.peft_config and list(model.peft_config) == [a.adapter]
 
 
+def test_samplers_of_saved_adapters_of_any_shape_share_one_base(tmp_path: Path) -> None:
+    """Samplers of two saved adapters of different shapes (rank 4 on every layer, rank 8 on
+    attention only), with no training client left, hold one copy of the base weights between
+    them and a training client made later, and each scores as its adapter loaded by PEFT on a
+    base of its own; a sampler that goes frees its slot."""
+    service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    paths = {}
+    for name, rank, mlp in (("wide", 4, True), ("attn", 8, False)):
+        client = service.create_lora_training_client(
+            "thinker/tiny", rank=rank, seed=rank, train_mlp=mlp
+        ).result()
+        for _ in range(2):
+            _step(client, _datum(client), lr=5e-2)
+        paths[name] = client.save_weights_for_sampler(name).result().path
+        del client
+    gc.collect()
+
+    tokens = types.ModelInput.from_ints(_datum(service_tokenizer(service)).model_input.to_ints())
+    wide = service.create_sampling_client(model_path=paths["wide"]).result()
+    attn = service.create_sampling_client(model_path=paths["attn"]).result()
+    base = wide.model.get_base_model()
+    assert attn.model.get_base_model() is base  # one copy of the base weights
+    trainer = service.create_lora_training_client("thinker/tiny", rank=2).result()
+    assert trainer._model.get_base_model() is base
+    for name, sampler in (("wide", wide), ("attn", attn)):
+        got = torch.tensor(sampler.compute_logprobs(tokens).result()[1:])
+        expected = _peft_logprobs(_directory(tmp_path, paths[name]), tokens.to_ints())
+        assert torch.allclose(got, expected, atol=1e-5), (name, (got - expected).abs().max())
+    slots = set(wide.model.peft_config)
+    del attn, sampler
+    gc.collect()
+    wide.compute_logprobs(tokens).result()  # runs after the release on the worker
+    assert len(wide.model.peft_config) == len(slots) - 1
+
+
+def service_tokenizer(service):  # type: ignore[no-untyped-def]
+    class _Tokenizer:  # what _datum asks of a client
+        def get_tokenizer(self):  # type: ignore[no-untyped-def]
+            from thinker.engine.local.models import load_tokenizer
+
+            return load_tokenizer("thinker/tiny")
+
+    return _Tokenizer()
+
+
+@torch.inference_mode()
+def _peft_logprobs(directory: Path, tokens: list[int]) -> torch.Tensor:
+    """log p(token i | tokens before i), i >= 1, from the adapter loaded by PEFT on its own
+    base model (an implementation apart from the shared one)."""
+    from peft import PeftModel
+
+    from thinker.engine.local.models import Placement, load_base_model
+
+    base = load_base_model("thinker/tiny", Placement(torch.device("cpu"), torch.float32, None))
+    model = PeftModel.from_pretrained(base, directory).eval()
+    logits = model(torch.tensor([tokens])).logits[0, :-1].float()
+    return torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(tokens[1:])[:, None])[:, 0]
+
+
 def test_the_worker_takes_the_clients_calls_in_turn() -> None:
     """A client with ten calls queued delays another's call by one of them, not ten."""
     executor = FairExecutor("test")

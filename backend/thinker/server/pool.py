@@ -433,8 +433,11 @@ def _sampling_client(ref: ModelRef, settings: Settings) -> Any:
         return _tinker_sampling_client(ref, settings)
     if ref.sampler_path is None:
         return LocalServiceClient().create_sampling_client(base_model=ref.base_model).result()
-    # A job's local engine keeps its checkpoints in the job's run directory.
-    service = LocalServiceClient(storage_dir=settings.runs_dir / str(ref.job_id))
+    # A job's local engine keeps its checkpoints in the job's run directory. The playground's
+    # scheduler batches its requests on weights of its own, the adapter merged in.
+    service = LocalServiceClient(
+        storage_dir=settings.runs_dir / str(ref.job_id), share_samplers=False
+    )
     return service.create_sampling_client(model_path=ref.sampler_path).result()
 
 

@@ -417,11 +417,22 @@ class MergedAdapter:
             return None
         return cls(model, layers)
 
+    def current(self) -> bool:
+        """Whether the model's adapted layers are still the ones this copy was made for (an
+        adapter of another shape added to a shared model adapts other layers)."""
+        layers = [m for m in self._model.modules() if isinstance(m, LoraLinear)]
+        return len(layers) == len(self._layers) and all(
+            a is b for a, b in zip(layers, self._layers, strict=True)
+        )
+
     def refresh(self) -> None:
         """Fold the adapter as it is now into the copies (PEFT's own delta, W + s B A)."""
         for layer, base, merged in zip(self._layers, self._bases, self._merged, strict=True):
             (adapter,) = layer.active_adapters
-            torch.add(base.weight, layer.get_delta_weight(adapter), out=merged.data)
+            if adapter in layer.lora_A:
+                torch.add(base.weight, layer.get_delta_weight(adapter), out=merged.data)
+            else:  # adapters of other shapes share the model: this one leaves the layer be
+                merged.data.copy_(base.weight)
 
     @contextlib.contextmanager
     def swapped_in(self) -> Iterator[None]:
@@ -494,13 +505,14 @@ class PrefixDecoder:
         )
         if not adapters_enabled(self._model):
             merged, adapter = None, "off"
-        elif capture is not None and capture.merged is not None:
+        elif capture is not None and capture.merged is not None and capture.merged.current():
             merged, adapter = capture.merged, "merged"
         else:
             merged = MergedAdapter.of(self._model)
             adapter = "merged" if merged is not None else "unmerged"
         layout = Layout(*shape, adapter)  # type: ignore[arg-type]
-        if capture is None or capture.cache.layout != layout:
+        if capture is None or capture.cache.layout != layout or capture.merged is not merged:
+            # (a new merged copy: the old graphs read the old copy's memory)
             _CAPTURES.pop(self._model, None)  # free the old cache and graphs before allocating
             capture = self._new_capture(layout, device, merged)
             _CAPTURES[self._model] = capture

@@ -8,12 +8,13 @@ import shutil
 import uuid
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
-from peft import PeftModel
+from peft import PeftModel, set_peft_model_state_dict
 from safetensors.torch import load_file
 from tinker import types
+from torch import Tensor
 from transformers import PreTrainedModel
 
 from thinker.engine import protocols
@@ -30,7 +31,7 @@ from thinker.engine.local.models import (
     lora_target_modules,
 )
 from thinker.engine.local.rest import LocalRestClient
-from thinker.engine.local.sampling import LocalSamplingClient
+from thinker.engine.local.sampling import LocalSamplingClient, SharedWeights
 from thinker.engine.local.threads import apply_threads
 from thinker.engine.local.training import (
     ADAPTER_FILE,
@@ -52,9 +53,14 @@ class LocalServiceClient:
         storage_dir: str | Path | None = None,
         device: str | None = None,
         quantization: Quantization = None,
+        share_samplers: bool = True,
     ) -> None:
+        """`share_samplers=False`: a sampler of a saved adapter gets a base model of its own
+        with the adapter merged in (as the playground's batching scheduler needs) instead of
+        an adapter slot on the base this service shares between its clients."""
         self.storage_dir = Path(storage_dir) if storage_dir else default_storage_dir()
         self.placement = Placement.choose(device, quantization)
+        self._share_samplers = share_samplers
         # The newest live training client per base model: samplers of that base model (or of
         # an adapter that fits it) reuse its weights instead of loading a second copy.
         self._hosts: weakref.WeakValueDictionary[str, LocalTrainingClient] = (
@@ -144,19 +150,7 @@ class LocalServiceClient:
         run_id = f"{_slug(spec.base_model)}-{uuid.uuid4().hex[:8]}"
         shared = self._bases.get(spec.base_model)
         if shared is None:
-            base = load_base_model(spec.base_model, self.placement)
-            if self.placement.device.type == "cpu":
-                apply_threads(base)
-            if self.placement.quantization is not None:
-                # QLoRA is the memory-first mode: keep one layer's activations at a time and
-                # recompute the rest in backward (about a third more compute).
-                base.gradient_checkpointing_enable(
-                    gradient_checkpointing_kwargs={"use_reentrant": False}
-                )
-            targets = lora_target_modules(base, spec.train_attn, spec.train_mlp, spec.train_unembed)
-            shared = SharedBase(attach_lora(base, spec.rank, spec.seed, targets), run_id)
-            self._bases[spec.base_model] = shared
-            adapter = "default"
+            shared, adapter = self._new_base(spec, run_id), "default"
         else:
             adapter = f"a{uuid.uuid4().hex[:8]}"
             shared.add(adapter, spec)
@@ -175,6 +169,22 @@ class LocalServiceClient:
         weakref.finalize(client, shared.release, adapter, lane)
         self._hosts[spec.base_model] = client
         return client
+
+    def _new_base(self, spec: LoraSpec, name: str) -> SharedBase:
+        """The base model loaded, with `spec`'s adapter as "default", for clients to share."""
+        base = load_base_model(spec.base_model, self.placement)
+        if self.placement.device.type == "cpu":
+            apply_threads(base)
+        if self.placement.quantization is not None:
+            # QLoRA is the memory-first mode: keep one layer's activations at a time and
+            # recompute the rest in backward (about a third more compute).
+            base.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+        targets = lora_target_modules(base, spec.train_attn, spec.train_mlp, spec.train_unembed)
+        shared = SharedBase(attach_lora(base, spec.rank, spec.seed, targets), name)
+        self._bases[spec.base_model] = shared
+        return shared
 
     def _from_state(self, path: str, with_optimizer: bool) -> LocalTrainingClient:
         meta = checkpoints.read_meta(checkpoints.resolve(path, self.storage_dir))
@@ -212,6 +222,13 @@ class LocalServiceClient:
             if directory is not None:
                 adapter = load_file(directory / ADAPTER_FILE, device=str(self.placement.device))
             return host.shared_sampling_client(model_path, adapter)
+        if (
+            directory is not None
+            and meta is not None
+            and self._share_samplers
+            and self.placement.quantization is None  # 4-bit bases keep the path below
+        ):
+            return self._adapter_sampler(base_model, model_path, directory, meta)
         base = load_base_model(base_model, self.placement)
         if self.placement.device.type == "cpu":
             apply_threads(base)
@@ -219,6 +236,46 @@ class LocalServiceClient:
         return LocalSamplingClient(
             model, load_tokenizer(base_model), base_model, model_path, self.placement.device
         )
+
+    def _adapter_sampler(
+        self, base_model: str, model_path: str | None, directory: Path, meta: dict[str, Any]
+    ) -> LocalSamplingClient:
+        """A sampler of a saved adapter in an adapter slot of its own on the base model this
+        service holds (one copy of the base weights for every sampler and training client of
+        that base, whatever their adapters' shapes), or on a newly loaded base that later
+        clients share. Its calls run on the base's worker with its slot active; the slot goes
+        with the sampler."""
+        spec = LoraSpec(
+            base_model,
+            meta["rank"],
+            meta["seed"],
+            meta["train_mlp"],
+            meta["train_attn"],
+            meta["train_unembed"],
+        )
+        state = load_file(directory / ADAPTER_FILE, device=str(self.placement.device))
+        shared = self._bases.get(base_model)
+        if shared is None:
+            shared, slot = (
+                self._new_base(spec, f"{_slug(base_model)}-{uuid.uuid4().hex[:8]}"),
+                "default",
+            )
+            shared.load(slot, state, str(model_path))
+        else:
+            slot = f"s{uuid.uuid4().hex[:8]}"
+            shared.add(slot, spec, state, str(model_path))
+        lane = shared.lane(slot)
+        weights = SharedWeights(shared.model, lane, None, live=True, adapter_name=slot)
+        sampler = LocalSamplingClient(
+            shared.model,
+            load_tokenizer(base_model),
+            base_model,
+            model_path,
+            self.placement.device,
+            weights,
+        )
+        weakref.finalize(sampler, shared.release, slot, lane)
+        return sampler
 
 
 class SharedBase:
@@ -236,37 +293,75 @@ class SharedBase:
     def lane(self, adapter: str) -> Lane:
         return self.executor.lane(lambda: self._activate(adapter))
 
-    def add(self, adapter: str, spec: LoraSpec) -> None:
+    def add(
+        self,
+        adapter: str,
+        spec: LoraSpec,
+        state: dict[str, Tensor] | None = None,
+        source: str = "",
+    ) -> None:
         """A fresh adapter of `spec`'s shape, added on the worker (between other clients'
-        calls); refused when the device has no room for it and its optimizer state."""
+        calls), for training (refused when the device has no room for it and its optimizer
+        state); or, given the `state` of a saved adapter (from `source`), that adapter to
+        sample (refused when the device has no room for its weights)."""
         lane = self.executor.lane()
         try:
-            lane.submit(self._add, adapter, spec).result()
+            lane.submit(self._add, adapter, spec, state, source).result()
+        finally:
+            lane.close()
+
+    def load(self, adapter: str, state: dict[str, Tensor], source: str) -> None:
+        """The weights of adapter `adapter` (of the same shape) replaced by a saved one's."""
+        lane = self.executor.lane()
+        try:
+            lane.submit(self._load, adapter, state, source).result()
         finally:
             lane.close()
 
     def release(self, adapter: str, lane: Lane) -> None:
-        """A client is gone: its adapter goes once its queued calls have run."""
-        lane.submit(self._delete, adapter)
+        """A client is gone: its adapter goes once its queued calls have run (nothing to do
+        once the interpreter is exiting and the worker has stopped)."""
+        try:
+            lane.submit(self._delete, adapter)
+        except RuntimeError:  # "cannot schedule new futures after shutdown"
+            return
         lane.close()
 
-    def _add(self, adapter: str, spec: LoraSpec) -> None:
+    def _add(
+        self, adapter: str, spec: LoraSpec, state: dict[str, Tensor] | None, source: str
+    ) -> None:
         base: PreTrainedModel = self.model.get_base_model()  # type: ignore[assignment]
         targets = lora_target_modules(base, spec.train_attn, spec.train_mlp, spec.train_unembed)
         add_lora(self.model, adapter, spec.rank, spec.seed, targets)
+        if state is not None:
+            try:
+                self._load(adapter, state, source)
+            except Exception:
+                self._delete(adapter)
+                raise
         device = next(self.model.parameters()).device
         if device.type != "cuda":
             return
-        # its weights exist now; training adds as much for the gradients and twice for AdamW
+        # Its weights exist now; training adds as much for the gradients and twice for AdamW.
         weights = sum(p.numel() * p.element_size() for p in adapter_parameters(self.model, adapter))
+        needed = weights if state is not None else 3 * weights
         free, _ = torch.cuda.mem_get_info(device)
-        if free < 3 * weights + ADAPTER_HEADROOM_BYTES:
+        if free < needed + ADAPTER_HEADROOM_BYTES:
             self._delete(adapter)
+            what = "its weights" if state is not None else "its gradients and optimizer state"
             raise BackendError(
-                f"no room on {device} for another adapter on {spec.base_model}: its "
-                f"gradients and optimizer state need {3 * weights / 2**20:,.0f} MiB and "
-                f"{free / 2**20:,.0f} MiB are free; finish another training client or use a "
-                "lower rank"
+                f"no room on {device} for another adapter on {spec.base_model}: {what} "
+                f"need {needed / 2**20:,.0f} MiB and {free / 2**20:,.0f} MiB are free; "
+                "finish another client or use a lower rank"
+            )
+
+    def _load(self, adapter: str, state: dict[str, Tensor], source: str) -> None:
+        result = set_peft_model_state_dict(self.model, state, adapter_name=adapter)
+        unexpected: list[str] = getattr(result, "unexpected_keys", None) or []
+        if unexpected:
+            raise ConfigError(
+                f"{source} does not fit its recorded adapter shape: unexpected keys "
+                f"{unexpected[:3]}"
             )
 
     def _activate(self, adapter: str) -> None:
