@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -165,12 +166,19 @@ def test_an_sdk_run_is_a_job_with_the_metrics_its_calls_returned(
 
 
 def test_cancelling_an_sdk_run_fails_its_next_call_with_the_reason(
-    api: httpx.Client, sdk: Callable[[], tinker.ServiceClient]
+    server: tuple[str, Any], api: httpx.Client, sdk: Callable[[], tinker.ServiceClient]
 ) -> None:
+    """...and frees its adapter on the base model it shared with another client."""
     service = sdk()
     client = service.create_lora_training_client(TINY, rank=4, seed=1).result()
+    other = service.create_lora_training_client(TINY, rank=4, seed=2).result()
     client.forward_backward([_datum(TOKENS)], "cross_entropy").result()
     job = _job_of(api, client.get_info().model_id)
+    wire = server[1].state.platform.wire
+    engine_client = wire.models[client.get_info().model_id].client
+    shared_model, adapter = engine_client._model, engine_client.adapter
+    assert adapter in shared_model.peft_config
+    del engine_client
     assert api.post(f"/api/jobs/{job['id']}/pause").status_code == 409  # no worker to pause
 
     cancelled = api.post(f"/api/jobs/{job['id']}/cancel")
@@ -181,6 +189,9 @@ def test_cancelling_an_sdk_run_fails_its_next_call_with_the_reason(
         client.optim_step(types.AdamParams(learning_rate=1e-2)).result()
     with pytest.raises(tinker.RequestFailedError, match="stopped from the Thinker dashboard"):
         client.forward_backward([_datum(TOKENS)], "cross_entropy").result()
+    gc.collect()
+    other.forward([_datum(TOKENS)], "cross_entropy").result()  # after the release, same worker
+    assert adapter not in shared_model.peft_config  # the stopped run's adapter is freed
     resumed = api.post(f"/api/jobs/{job['id']}/resume")
     assert resumed.status_code == 409 and "Tinker SDK" in resumed.json()["detail"]
     service.close("success").result()  # the session's end does not overwrite the cancel

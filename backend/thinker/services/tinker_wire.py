@@ -103,7 +103,7 @@ class WireModel:
 
     model_id: str
     session_id: str
-    client: LocalTrainingClient
+    client: LocalTrainingClient | None  # None once stopped: its adapter is freed
     next_seq: int = 1
     # Requests that arrived before one with a lower seq_id: how to start each, its result's
     # future and how to turn its value into the wire's form.
@@ -277,7 +277,11 @@ class TinkerWire:
         return found
 
     def get_info(self, model_id: str) -> types.GetInfoResponse:
-        info = self.model(model_id).client.get_info()
+        model = self.model(model_id)
+        client = model.client
+        if client is None:
+            raise StoppedError(model.stopped or "the model was stopped")
+        info = client.get_info()
         return info.model_copy(update={"model_id": model_id})
 
     def submit(
@@ -309,9 +313,12 @@ class TinkerWire:
             model.request_of_seq[seq_id] = request_id
 
             def begin() -> Future[Any]:
+                client = model.client
+                if client is None:
+                    raise StoppedError(model.stopped or "the model was stopped")
                 if kind == "ForwardBackward" and model.run is not None:
                     model.run.began()
-                return start(model.client).future()
+                return start(client).future()
 
             def finished(value: Any) -> Result:
                 if model.stopped is not None:  # stopped while it ran
@@ -332,11 +339,15 @@ class TinkerWire:
         self._stop(self.model(model_id), reason)
 
     def _stop(self, model: WireModel, reason: str) -> None:
+        """Its waiting and later requests fail; the training client is let go, so that its
+        adapter, gradients and optimizer state are freed once its running call ends (the
+        shared base frees an adapter when its client goes)."""
         with model.lock:
             if model.stopped is None:
                 model.stopped = reason
             waiting = [out for _, out, _ in model.waiting.values()]
             model.waiting.clear()
+            model.client = None
         for out in waiting:
             out.set_result(failure(StoppedError(model.stopped)))
 
