@@ -166,6 +166,25 @@ def test_creation_calls_as_sdk_code_makes_them(tmp_path: Path) -> None:
         service.create_lora_training_client("thinker/tiny", optimizer=object())
 
 
+def test_a_sampler_future_serves_as_the_sampler(tmp_path: Path) -> None:
+    """As the cookbook's rl_loop uses it: `tc.save_weights_and_get_sampling_client().sample(...)`
+    (the SDK's sampler futures double as the client, deprecated), same samples as the client's."""
+    service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    client = service.create_lora_training_client("thinker/tiny", rank=4).result()
+    path = client.save_weights_for_sampler("s").result().path
+    prompt, params = (
+        types.ModelInput.from_ints([5, 6, 7]),
+        types.SamplingParams(max_tokens=3, seed=1),
+    )
+    for future in (
+        client.save_weights_and_get_sampling_client(),
+        client.create_sampling_client(path),
+    ):
+        with pytest.warns(FutureWarning, match="deprecated"):
+            tokens = future.sample(prompt, 2, params).result().sequences[1].tokens
+        assert tokens == future.result().sample(prompt, 2, params).result().sequences[1].tokens
+
+
 def test_the_clients_async_twins_and_sdk_spellings_work(tmp_path: Path) -> None:
     """As the cookbook calls them: `await tc.forward_backward_async(...)` gives a future whose
     `result_async()` gives the output; `optim_step(adam_params=...)`; `load_state` gives the

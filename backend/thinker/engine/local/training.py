@@ -28,7 +28,7 @@ from tinker.lib.public_interfaces.custom_loss import (
 from torch import Tensor
 from transformers import PreTrainedTokenizerBase
 
-from thinker.engine.futures import EngineFuture, OrderedExecutor, Serial
+from thinker.engine.futures import ClientFuture, EngineFuture, OrderedExecutor, Serial
 from thinker.engine.local import checkpoints, decode, fast, memory, prefix
 from thinker.engine.local.checkpoints import CheckpointPath
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
@@ -215,29 +215,32 @@ class LocalTrainingClient:
         retry_config: Any = None,
         record_stability_info: bool = False,
         kind: types.SamplingClientKind = "snapshot",
-    ) -> EngineFuture[LocalSamplingClient]:
+    ) -> ClientFuture[LocalSamplingClient]:
         """A sampler frozen at the current weights; saved as sampler weights if `name` is given.
 
         Without a name the snapshot is ephemeral, as on Tinker: it lives in memory only (the
         RL loop takes one per step) and its `model_path` is None. `kind="inflight"` gives a
         sampler of the live weights instead, which follows every later optimizer step.
         `retry_config` and `record_stability_info` are the SDK's client-side options (unused
-        locally).
+        locally). The future also serves, deprecated, as the sampler, as the SDK's does
+        (the cookbook's rl_loop samples from it directly).
         """
         if kind not in ("snapshot", "inflight"):
             raise ConfigError(f"kind must be 'snapshot' or 'inflight', got {kind!r}")
         live = kind == "inflight"
         if name is None:
-            return self._executor.submit(lambda: self._snapshot_client(None, live))
+            return _as_client(self._executor.submit(lambda: self._snapshot_client(None, live)))
         checkpoints.check_name(name)
         saved = self._executor.submit(self._save, name, "sampler_weights", False)
-        return self._executor.submit(lambda: self._snapshot_client(saved.result(), live))
+        return _as_client(
+            self._executor.submit(lambda: self._snapshot_client(saved.result(), live))
+        )
 
     def create_sampling_client(
         self, model_path: str, retry_config: Any = None, record_stability_info: bool = False
-    ) -> EngineFuture[LocalSamplingClient]:
+    ) -> ClientFuture[LocalSamplingClient]:
         """A sampler of saved sampler weights of this client's shape, on this client's model
-        (no second copy of the base weights)."""
+        (no second copy of the base weights); the future also serves as the sampler."""
         directory = checkpoints.resolve(model_path, self._storage_dir)
         checkpoints.verify(directory)
         meta = checkpoints.read_meta(directory)
@@ -247,7 +250,7 @@ class LocalTrainingClient:
                 f"{self.spec.base_model!r}"
             )
         adapter = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
-        return EngineFuture.completed(self.shared_sampling_client(model_path, adapter))
+        return _as_client(EngineFuture.completed(self.shared_sampling_client(model_path, adapter)))
 
     def _snapshot_client(self, model_path: str | None, live: bool = False) -> LocalSamplingClient:
         shared = SharedWeights(
@@ -755,3 +758,8 @@ def _output(logprobs: list[Tensor], metrics: dict[str, float]) -> types.ForwardB
     return types.ForwardBackwardOutput(
         loss_fn_output_type="TorchLossReturn", loss_fn_outputs=outputs, metrics=metrics
     )
+
+
+def _as_client(future: EngineFuture[LocalSamplingClient]) -> ClientFuture[LocalSamplingClient]:
+    """A sampler's future that also serves as the sampler, as the SDK's does."""
+    return ClientFuture(future.future())
