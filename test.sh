@@ -30,5 +30,5 @@ if [ "$#" -eq 0 ]; then  # the whole suite: the type check and the dashboard's t
     cat "$cookbook_log"
     exit 1
   fi
-  tail -n 3 "$cookbook_log"
+  tail -n 6 "$cookbook_log"  # each check's line and the count
 fi
