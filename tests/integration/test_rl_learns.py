@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import thinker
-from thinker.algorithms.rl import RLConfig, Rollout, group_advantages, main
+from thinker.algorithms.rl import RLConfig, Rollout, _datum, group_advantages, main
 from thinker.algorithms.sl import SLConfig
 from thinker.algorithms.sl import main as sl_main
 from thinker.files import read_jsonl
@@ -101,6 +101,26 @@ def test_metrics_of_every_step(warm_start: tuple[Path, str]) -> None:
     ):
         assert key in last, key
     assert last["kl_to_base"] > 0 and last["entropy"] > 0 and 0 <= last["frac_groups_dropped"] <= 1
+
+
+@pytest.mark.parametrize("loss_fn", ["gspo", "stable_reinforce"])
+def test_the_sdks_sequence_losses_train_an_rl_job(
+    warm_start: tuple[Path, str], loss_fn: str
+) -> None:
+    """GSPO (clips widened so that the first substep's ratio of 1 is inside them either way)
+    and stable_reinforce take gradient steps in an RL job; each datum's sequence mask covers
+    exactly its completion."""
+    config = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2} if loss_fn == "gspo" else {}
+    metrics, _ = _rl(
+        *warm_start, loss_fn, max_steps=2, eval_every=0, loss_fn=loss_fn, loss_fn_config=config
+    )
+    steps = [m for m in metrics if m["step"] > 0 and m.get("num_datums", 0) > 0]
+    assert steps, metrics
+    assert all(m["grad_norm"] > 0 and abs(m["kl_sample_train"]) < 1e-4 for m in steps)
+    rollout = Rollout([1, 2, 3], [4, 5], [-0.5, -0.25], None, Completion("x", True), reward=1.0)
+    rollout.advantage = 0.5
+    datum = _datum(rollout, loss_fn)
+    assert datum.loss_fn_inputs["sequence_ratio_mask"].tolist() == [0.0, 0.0, 1.0, 1.0]
 
 
 def _group(rewards: list[float]) -> list[Rollout]:

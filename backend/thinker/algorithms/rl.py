@@ -236,14 +236,19 @@ def _datum(r: Rollout, loss_fn: str) -> types.Datum:
     token_adv = r.token_advantages or [r.advantage] * len(r.tokens)
     prompt_lp = r.prompt_logprobs[1:] if r.prompt_logprobs is not None else [0.0] * n_prompt
     # As the SDK would convert these lists itself (int64 targets, float32 others), but typed.
-    return types.Datum(
-        model_input=types.ModelInput.from_ints(full[:-1]),
-        loss_fn_inputs={
-            "target_tokens": types.TensorData.from_numpy(np.asarray(full[1:], dtype=np.int64)),
-            "logprobs": _float32(prompt_lp + r.logprobs),
-            "advantages": _float32([0.0] * n_prompt + list(token_adv)),
-        },
-    )
+    inputs = {
+        "target_tokens": types.TensorData.from_numpy(np.asarray(full[1:], dtype=np.int64)),
+        "logprobs": _float32(prompt_lp + r.logprobs),
+        "advantages": _float32([0.0] * n_prompt + list(token_adv)),
+    }
+    if loss_fn in SEQUENCE_LOSSES:  # the completion is the sequence its ratio averages over
+        inputs["sequence_ratio_mask"] = _float32([0.0] * n_prompt + [1.0] * len(r.tokens))
+    return types.Datum(model_input=types.ModelInput.from_ints(full[:-1]), loss_fn_inputs=inputs)
+
+
+# Losses with a sequence-level quantity (GSPO's ratio, stable_reinforce's KL term), told which
+# tokens are the completion rather than left to infer it from non-zero advantages.
+SEQUENCE_LOSSES = frozenset({"gspo", "stable_reinforce"})
 
 
 def _float32(values: list[float]) -> types.TensorData:

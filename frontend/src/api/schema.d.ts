@@ -2080,7 +2080,7 @@ export interface components {
              * @default importance_sampling
              * @enum {string}
              */
-            loss_fn: "importance_sampling" | "ppo" | "cispo" | "dro";
+            loss_fn: "importance_sampling" | "ppo" | "cispo" | "dro" | "gspo" | "stable_reinforce";
             /**
              * Loss Fn Config
              * @description The loss's own settings, e.g. clip thresholds; dro needs its beta.
@@ -2450,7 +2450,7 @@ export interface components {
              * @default importance_sampling
              * @enum {string}
              */
-            loss_fn: "importance_sampling" | "ppo" | "cispo" | "dro";
+            loss_fn: "importance_sampling" | "ppo" | "cispo" | "dro" | "gspo" | "stable_reinforce";
             /**
              * Loss Fn Config
              * @description The loss's own settings, e.g. clip thresholds; dro needs its beta.
