@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -262,8 +264,13 @@ def test_runs_checkpoints_custom_losses_and_prompt_logprobs_over_the_wire(
     assert listed.expires_at is not None  # the TTL, as the SDK reads it
     rest.set_checkpoint_ttl_from_tinker_path(sampler_path, None).result()
     assert rest.list_checkpoints(run_id).result().checkpoints[0].expires_at is None
-    with pytest.raises(tinker.UnprocessableEntityError, match="hosted service"):
-        rest.publish_checkpoint_from_tinker_path(sampler_path).result()
+    rest.publish_checkpoint_from_tinker_path(sampler_path).result()
+    assert rest.list_checkpoints(run_id).result().checkpoints[0].public
+    checkpoint = f"{url}/api/v1/training_runs/{run_id}/checkpoints/sampler_weights/for-chat"
+    twice = httpx.post(f"{checkpoint}/publish", headers={"X-API-Key": "tml-x"})
+    assert twice.status_code == 409 and "already public" in twice.text
+    rest.unpublish_checkpoint_from_tinker_path(sampler_path).result()
+    assert not rest.list_checkpoints(run_id).result().checkpoints[0].public
 
     def negative_mean_logprob(
         data: list[types.Datum], logprobs: list[torch.Tensor]
@@ -282,6 +289,36 @@ def test_runs_checkpoints_custom_losses_and_prompt_logprobs_over_the_wire(
     logprobs = sampler.compute_logprobs(types.ModelInput.from_ints(TOKENS)).result()
     assert logprobs[0] is None and len(logprobs) == len(TOKENS)
     assert all(v is not None and v < 0 for v in logprobs[1:])
+
+
+def test_external_weights_are_read_through_signed_links(
+    url: str, sdk: Callable[[], tinker.ServiceClient]
+) -> None:
+    """The SDK's get_external_weights_urls gives a link to every file of a saved model; each
+    link reads its file without an API key, the files match the checkpoint's own checksums,
+    and a link with another file's signature or a passed expiry is refused."""
+    client = sdk().create_lora_training_client(TINY, rank=4, seed=3).result()
+    path = client.save_weights_external("linked").result().path
+    rest = tinker.RestClient(base_url=url, api_key="tml-x")
+    links = rest.get_external_weights_urls(path).result()
+    assert {"config.json", "model.safetensors", "SHA256SUMS"} <= set(links.urls)
+    files = {name: httpx.get(link) for name, link in links.urls.items()}
+    assert all(r.status_code == 200 for r in files.values())
+    sums = [line.split("  ") for line in files["SHA256SUMS"].text.splitlines()]
+    assert sums and {name for _, name in sums} <= set(files)
+    for digest, name in sums:
+        assert hashlib.sha256(files[name].content).hexdigest() == digest, name
+    config, weights = links.urls["config.json"], links.urls["model.safetensors"]
+    forged = config.split("?")[0] + "?" + weights.split("?")[1]  # another file's signature
+    assert httpx.get(forged).status_code == 401
+    expired = re.sub(r"expires=\d+", "expires=1000", config)
+    assert httpx.get(expired).status_code == 401
+    run_id = types.ParsedCheckpointTinkerPath.from_tinker_path(path).training_run_id
+    other = httpx.get(
+        f"{url}/api/v1/training_runs/{run_id}/checkpoints/weights/linked/external_weights_urls",
+        headers={"X-API-Key": "tml-x"},
+    )
+    assert other.status_code == 422 and "external weights" in other.text
 
 
 def test_gspo_and_stable_reinforce_over_the_wire(sdk: Callable[[], tinker.ServiceClient]) -> None:

@@ -7,7 +7,7 @@ method is called as a user would and its result checked; it is then one of:
 
 - `ok`: it ran and its result was right;
 - `refused`: the server answered with its reason, as documented for what only the hosted
-  service offers (publishing, archive links, accounts);
+  service offers (accounts, audit logs, projects);
 - `absent`: this SDK version has no such method;
 - `FAILED`: anything else (the run then exits 1).
 
@@ -28,6 +28,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import httpx
 import tinker
 import torch
 from tinker import types
@@ -259,7 +260,8 @@ def main() -> None:
     check("TrainingClient.save_weights_and_get_sampling_client", sampler_of_training, tc)
 
     def external() -> str:
-        return tc.save_weights_external("conformance-e").result().path
+        state["external"] = tc.save_weights_external("conformance-e").result().path
+        return state["external"]
 
     check("TrainingClient.save_weights_external", external, tc)
 
@@ -335,12 +337,35 @@ def main() -> None:
     check("RestClient.get_server_capabilities",
           lambda: str(len(rest.get_server_capabilities().result().supported_models)),
           rest)  # fmt: skip
-    check("RestClient.publish_checkpoint_from_tinker_path",
-          lambda: str(rest.publish_checkpoint_from_tinker_path(state["sampler"]).result()),
-          rest)  # fmt: skip
-    check("RestClient.unpublish_checkpoint_from_tinker_path",
-          lambda: str(rest.unpublish_checkpoint_from_tinker_path(state["sampler"]).result()),
-          rest)  # fmt: skip
+
+    def public(path: str) -> bool:
+        run = types.ParsedCheckpointTinkerPath.from_tinker_path(path).training_run_id
+        (found,) = [
+            c for c in rest.list_checkpoints(run).result().checkpoints if c.tinker_path == path
+        ]
+        return bool(found.public)
+
+    def publish() -> str:
+        rest.publish_checkpoint_from_tinker_path(state["sampler"]).result()
+        assert public(state["sampler"]), "not listed as public"
+        return "listed as public"
+
+    def unpublish() -> str:
+        rest.unpublish_checkpoint_from_tinker_path(state["sampler"]).result()
+        assert not public(state["sampler"]), "still listed as public"
+        return "listed as private"
+
+    check("RestClient.publish_checkpoint_from_tinker_path", publish, rest)
+    check("RestClient.unpublish_checkpoint_from_tinker_path", unpublish, rest)
+
+    def external_links() -> str:
+        links = rest.get_external_weights_urls(state["external"]).result().urls
+        read = httpx.get(links["config.json"])  # a signed link: no API key
+        read.raise_for_status()
+        assert "model_type" in read.json(), "config.json is not a model config"
+        return f"{len(links)} links, config.json read"
+
+    check("RestClient.get_external_weights_urls", external_links, rest)
     check("RestClient.delete_checkpoint_from_tinker_path",
           lambda: str(rest.delete_checkpoint_from_tinker_path(state["sampler"]).result()),
           rest)  # fmt: skip

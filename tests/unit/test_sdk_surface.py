@@ -74,13 +74,10 @@ ACCOUNT = {
     "get_audit_log",
     "get_billing_usage",
     "get_current_checkpoint_storage_usage",
-    "get_external_weights_urls",
     "get_sampler",
     "get_session",
     "list_sessions",
-    "publish_checkpoint_from_tinker_path",
     "search_sessions",
-    "unpublish_checkpoint_from_tinker_path",
     "whoami",
 }
 
@@ -280,7 +277,39 @@ def test_the_local_rest_client_has_the_sdks_run_and_checkpoint_operations() -> N
         assert hasattr(LocalRestClient, method), f"the local RestClient lacks {method}"
         _same_parameters(fn, getattr(LocalRestClient, method), f"RestClient.{method}")
         offered += 1
-    assert offered == 11
+    assert offered == 14
+
+
+def test_the_local_rest_client_publishes_and_links_external_weights(tmp_path: Path) -> None:
+    """In process: publishing sets the listed flag (twice is a conflict, as on Tinker), and an
+    external-weights checkpoint's URLs are its files on this machine, matching its checksums."""
+    import hashlib
+    from urllib.request import urlopen
+
+    from thinker.errors import ConflictError
+
+    service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    tc = service.create_lora_training_client("thinker/tiny", rank=4).result()
+    sampler = tc.save_weights_for_sampler("s").result().path
+    external = tc.save_weights_external("e").result().path
+    rest = service.create_rest_client()
+    rest.publish_checkpoint_from_tinker_path(sampler).result()
+    listed = {
+        c.tinker_path: c.public for c in rest.list_checkpoints(tc.run_id).result().checkpoints
+    }
+    assert listed[sampler] and not listed[external]
+    with pytest.raises(ConflictError, match="already public"):
+        rest.publish_checkpoint_from_tinker_path(sampler).result()
+    rest.unpublish_checkpoint_from_tinker_path(sampler).result()
+    assert not rest.list_checkpoints(tc.run_id).result().checkpoints[0].public
+    urls = rest.get_external_weights_urls(external).result().urls
+    with urlopen(urls["SHA256SUMS"]) as f:
+        sums = [line.split("  ") for line in f.read().decode().splitlines()]
+    for digest, name in sums:
+        with urlopen(urls[name]) as f:
+            assert hashlib.sha256(f.read()).hexdigest() == digest, name
+    with pytest.raises(ConfigError, match="external weights"):
+        rest.get_external_weights_urls(sampler).result()
 
 
 def test_the_rest_client_lists_reads_and_deletes_local_checkpoints(tmp_path: Path) -> None:

@@ -193,6 +193,7 @@ def _add_routes(app: FastAPI) -> None:
         api.include_router(module.router, dependencies=bounds)
     app.include_router(api)
     app.include_router(tinker_api.router)  # the SDK's types bound its requests
+    app.include_router(tinker_api.links)  # signed download links: no API key
     app.include_router(openai.router, dependencies=[Depends(require_token), *free_text])
 
 

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from thinker.errors import CheckpointError, DamagedError
+from thinker.errors import CheckpointError, ConflictError, DamagedError
 from thinker.files import is_disk_full, nearly_full, no_space_left
 
 SCHEME = "tinker://"  # what new checkpoints are called
@@ -40,6 +40,7 @@ SCHEMES = (SCHEME, "thinker://")  # what resolves: the older form too
 STATE_FILE = "thinker_checkpoint.json"
 MANIFEST_FILE = "SHA256SUMS"
 EXPIRY_FILE = "expires_at.json"  # outside the checksums: a TTL may change after saving
+PUBLIC_FILE = "public"  # present: the checkpoint is published (likewise outside the checksums)
 clock = time.time  # the time checkpoints expire by (a test moves it)
 log = logging.getLogger("thinker.engine")
 CheckpointKind = Literal["weights", "sampler_weights", "external_weights"]
@@ -123,6 +124,23 @@ def set_ttl(directory: Path, ttl_seconds: int | None) -> None:
     tmp = directory / f".{EXPIRY_FILE}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.write_text(json.dumps({"expires_at": clock() + ttl_seconds}), encoding="utf-8")
     os.replace(tmp, target)
+
+
+def set_public(directory: Path, public: bool) -> None:
+    """Publish (`public`) or unpublish the checkpoint in `directory`, as the SDK's RestClient
+    does; ConflictError when it already is, as on Tinker (409)."""
+    target = directory / PUBLIC_FILE
+    if target.exists() == public:
+        state = "public" if public else "not public"
+        raise ConflictError(f"checkpoint {directory.name} is already {state}")
+    if public:
+        target.write_bytes(b"")
+    else:
+        target.unlink()
+
+
+def is_public(directory: Path) -> bool:
+    return (directory / PUBLIC_FILE).exists()
 
 
 def expires_at(directory: Path) -> datetime | None:

@@ -3,14 +3,18 @@ answered from the checkpoint storage directory (`<storage_dir>/<run>/<kind>/<nam
 
 A run here is a training client's run id; its checkpoints are what `save_state` and
 `save_weights_for_sampler` wrote. The operations on runs and checkpoints that have a local
-meaning are here (listing, reading, deleting, TTLs); the account-level ones (billing, audit
-log, sessions, projects, publishing) belong to a hosted service and are not offered.
+meaning are here (listing, reading, deleting, TTLs, publishing); the account-level ones
+(billing, audit log, sessions, projects) belong to a hosted service and are not offered.
+
+Publishing records the checkpoint's `public` flag, which listings show. Every token of a
+Thinker server may read every checkpoint on it, so the flag grants no access here: it says
+which checkpoints their owner means to share, and it is kept when one is exported.
 """
 
 from __future__ import annotations
 
 import shutil
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,7 @@ from tinker import types
 from thinker.engine.futures import EngineFuture
 from thinker.engine.local import checkpoints
 from thinker.engine.local.hub import capabilities
-from thinker.errors import CheckpointError
+from thinker.errors import CheckpointError, ConfigError
 
 _TYPES: dict[str, types.CheckpointType] = {
     "weights": "training",
@@ -114,6 +118,35 @@ class LocalRestClient:
         checkpoints.set_ttl(checkpoints.resolve(tinker_path, self._storage_dir), ttl_seconds)
         return EngineFuture.completed(None)
 
+    def publish_checkpoint_from_tinker_path(self, tinker_path: str) -> EngineFuture[None]:
+        checkpoints.set_public(checkpoints.resolve(tinker_path, self._storage_dir), True)
+        return EngineFuture.completed(None)
+
+    def unpublish_checkpoint_from_tinker_path(self, tinker_path: str) -> EngineFuture[None]:
+        checkpoints.set_public(checkpoints.resolve(tinker_path, self._storage_dir), False)
+        return EngineFuture.completed(None)
+
+    def get_external_weights_urls(
+        self, tinker_path: str
+    ) -> EngineFuture[types.ExternalWeightsUrlsResponse]:
+        """A `file://` URL per file of a `save_weights_external` checkpoint: in process the
+        files are on this machine (a server gives signed HTTP links instead)."""
+        parsed = checkpoints.parse(tinker_path)
+        if parsed.kind != "external_weights":
+            raise ConfigError(
+                f"{tinker_path!r}: URLs are given for external weights checkpoints "
+                "(tinker://<run>/external_weights/<name>)"
+            )
+        directory = checkpoints.resolve(tinker_path, self._storage_dir)
+        checkpoints.verify(directory)
+        urls = {
+            p.relative_to(directory).as_posix(): p.resolve().as_uri()
+            for p in sorted(directory.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")
+        }
+        expires = datetime.now(UTC) + timedelta(hours=1)  # as a server's links; files stay
+        return EngineFuture.completed(types.ExternalWeightsUrlsResponse(urls=urls, expires=expires))
+
     def get_server_capabilities(self) -> EngineFuture[types.GetServerCapabilitiesResponse]:
         return EngineFuture.completed(capabilities())
 
@@ -147,6 +180,7 @@ class LocalRestClient:
                         ),
                         user_metadata=meta.get("user_metadata"),
                         expires_at=checkpoints.expires_at(directory),
+                        public=checkpoints.is_public(directory),
                     )
                 )
         return sorted(found, key=lambda c: c.time)

@@ -11,17 +11,22 @@ left out of Thinker's OpenAPI document.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Annotated, Any
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
 from tinker import types
 
 from thinker.engine.futures import EngineFuture
+from thinker.engine.local import checkpoints
 from thinker.engine.local.rest import LocalRestClient
 from thinker.errors import AuthError, CheckpointError, ConfigError
 from thinker.server.deps import PlatformDep, get_platform
+from thinker.services import signed_links
 from thinker.services.sdk_runs import batch_of
 from thinker.services.tinker_wire import (
     ExpiredError,
@@ -321,15 +326,83 @@ async def read_checkpoints(wire: Wire, limit: int = 100, offset: int = 0) -> dic
     return _dumped(_rest(wire, lambda r: r.list_user_checkpoints(limit, offset)))
 
 
-@router.api_route(
-    "/training_runs/{run_id}/checkpoints/{checkpoint_id:path}/publish", methods=["POST", "DELETE"]
-)
+@router.post("/training_runs/{run_id}/checkpoints/{checkpoint_id:path}/publish")
+async def publish_checkpoint(run_id: str, checkpoint_id: str, wire: Wire) -> dict[str, Any]:
+    path = f"tinker://{run_id}/{checkpoint_id}"
+    _rest(wire, lambda r: r.publish_checkpoint_from_tinker_path(path))
+    return {}
+
+
+@router.delete("/training_runs/{run_id}/checkpoints/{checkpoint_id:path}/publish")
+async def unpublish_checkpoint(run_id: str, checkpoint_id: str, wire: Wire) -> dict[str, Any]:
+    path = f"tinker://{run_id}/{checkpoint_id}"
+    _rest(wire, lambda r: r.unpublish_checkpoint_from_tinker_path(path))
+    return {}
+
+
 @router.get("/training_runs/{run_id}/checkpoints/{checkpoint_id:path}/external_weights_urls")
-async def hosted_only(run_id: str, checkpoint_id: str) -> None:
-    raise ConfigError(
-        "publishing and archive download links belong to Tinker's hosted service; a Thinker "
-        "server's checkpoints are read through this API or its dashboard"
+async def external_weights_urls(
+    run_id: str, checkpoint_id: str, request: Request, wire: Wire, platform: PlatformDep
+) -> dict[str, Any]:
+    """A signed link to each file of an external-weights checkpoint (`save_weights_external`),
+    read without an API key until it expires (signed_links.py)."""
+    kind, _, name = checkpoint_id.partition("/")
+    if kind != "external_weights" or not name:
+        raise ConfigError(
+            f"{checkpoint_id!r}: links are given for external weights checkpoints "
+            "(external_weights/<name>)"
+        )
+    try:
+        directory = checkpoints.resolve(
+            f"tinker://{run_id}/{checkpoint_id}", wire.engine.storage_dir
+        )
+        checkpoints.verify(directory)
+    except CheckpointError as e:
+        raise HTTPException(404, str(e)) from e
+    files = sorted(
+        p.relative_to(directory).as_posix()
+        for p in directory.rglob("*")
+        if p.is_file() and not p.name.startswith(".")
     )
+    expires = int(time.time()) + signed_links.LINK_TTL_S
+    key = signed_links.signing_key(platform.settings)
+    root = str(request.base_url).rstrip("/")
+    urls = {}
+    for file in files:
+        target = f"{run_id}/{checkpoint_id}/{file}"
+        query = urlencode(
+            {"expires": expires, "signature": signed_links.signature(key, target, expires)}
+        )
+        urls[file] = f"{root}/api/v1/checkpoint_files/{quote(target)}?{query}"
+    return {"urls": urls, "expires": datetime.fromtimestamp(expires, UTC).isoformat()}
+
+
+# Read with a signed link alone: no API key (the link is the credential).
+links = APIRouter(prefix="/api/v1", include_in_schema=False)
+
+
+@links.get("/checkpoint_files/{run_id}/{kind}/{name}/{file:path}")
+async def checkpoint_file(
+    run_id: str,
+    kind: str,
+    name: str,
+    file: str,
+    expires: int,
+    signature: str,
+    platform: PlatformDep,
+) -> FileResponse:
+    key = signed_links.signing_key(platform.settings)
+    signed_links.check(key, f"{run_id}/{kind}/{name}/{file}", expires, signature, time.time())
+    try:
+        directory = checkpoints.resolve(
+            f"tinker://{run_id}/{kind}/{name}", platform.wire.engine.storage_dir
+        )
+    except CheckpointError as e:
+        raise HTTPException(404, str(e)) from e
+    path = (directory / file).resolve()
+    if not path.is_relative_to(directory.resolve()) or not path.is_file():
+        raise HTTPException(404, f"{file!r} is not a file of {kind}/{name}")
+    return FileResponse(path)
 
 
 @router.put("/training_runs/{run_id}/checkpoints/{checkpoint_id:path}/ttl")
