@@ -19,8 +19,8 @@ if ! python -c "import torch" 2>/dev/null; then
     python -m pip install -q "torch==2.13.0"
   fi
 fi
-extras="dev"
+extras="dev,ray"  # ray: the Ray executor's tests start a local cluster (tests/system/test_ray.py)
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  extras="dev,gpu"  # the fused Triton kernels of the local engine's CUDA path
+  extras="dev,ray,gpu"  # gpu: the fused Triton kernels of the local engine's CUDA path
 fi
 python -m pip install -q -e ".[$extras]"

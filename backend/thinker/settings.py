@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -42,6 +43,12 @@ class Settings(BaseSettings):
     # Training workers run this much nicer than the server, so that the API and live events
     # stay responsive when training and other work share the CPU (0: the same priority).
     worker_nice: int = Field(10, ge=0, le=19)
+    # Where job workers run: subprocesses of the server ("local"), or Ray actors on a cluster
+    # ("ray", at ray_address: "auto", "ray://host:port" or a local address), each asking Ray
+    # for its GPU or CPU plus ray_resources (e.g. {"big_disk": 1}); jobs/ray_executor.py.
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str = "auto"
+    ray_resources: dict[str, float] = Field(default_factory=dict)
     register_examples: bool = True  # register the shipped example datasets at start-up
     static_dir: Path | None = None  # the built dashboard (frontend/dist) served at /
 

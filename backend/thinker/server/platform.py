@@ -13,7 +13,7 @@ from typing import Any
 import socketio
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
-from thinker.jobs.executor import LocalExecutor
+from thinker.jobs.executor import Executor, LocalExecutor
 from thinker.jobs.manager import JobManager
 from thinker.server.events import IMPORT_EVENT, IMPORTS_ROOM, EventHub
 from thinker.server.pool import ModelPool
@@ -60,7 +60,7 @@ class Platform:
             settings,
             sessions,
             sink=hub,
-            executor=LocalExecutor(settings.worker_nice, settings.max_cpu_jobs),
+            executor=_executor(settings),
             dataset_path=datasets.path,
             forget_models=pool.forget_all,
         )
@@ -81,3 +81,12 @@ class Platform:
         await self.pool.close()
         self.wire.close()
         await self.engine.dispose()
+
+
+def _executor(settings: Settings) -> Executor:
+    """Where job workers run (settings.executor)."""
+    if settings.executor == "ray":
+        from thinker.jobs.ray_executor import RayExecutor  # noqa: PLC0415 - optional extra
+
+        return RayExecutor(settings.ray_address, settings.ray_resources)
+    return LocalExecutor(settings.worker_nice, settings.max_cpu_jobs)
