@@ -58,9 +58,9 @@ class RLConfig(LoopConfig):
         le=MAX_TEMPERATURE,
         description="Sampling temperature of the rollouts; it must leave room to explore.",
     )
-    loss_fn: Literal[
-        "importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce"
-    ] = Field("importance_sampling", description="The policy-gradient loss.")
+    loss_fn: Literal["importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce"] = (
+        Field("importance_sampling", description="The policy-gradient loss.")
+    )
     loss_fn_config: dict[str, Number] = Field(
         default_factory=dict,
         description="The loss's own settings, e.g. clip thresholds; dro needs its beta.",
