@@ -7,9 +7,9 @@ reports through its run directory as always, so the run directories must be on s
 node sees (`THINKER_DATA_DIR` on a shared filesystem): the server tails them as it tails a
 local worker's, and no event travels through Ray.
 
-Each actor is detached and named after its job (`thinker-<job id>-<attempt>`, in the
-`thinker` namespace), so a server that restarts finds its workers again by name (the job row keeps
-`ray:<name>` where a local worker keeps its pid's start time). The actor records where it
+Each actor is detached and named after its job (`thinker-<job id's hex>-<attempt>`, in
+the `thinker` namespace), so a server that restarts finds its workers again by name (the job
+row keeps `ray:<name>` where a local worker keeps its pid's start time). The actor records where it
 runs (node, address, GPUs) in the run directory's `placement.json` and the job's log.
 
 A node or actor lost mid-job is a worker that is no longer running: the job is interrupted
@@ -43,13 +43,18 @@ from thinker.runs import RunDir
 log = logging.getLogger(__name__)
 NAMESPACE = "thinker"
 REF_PREFIX = "ray:"  # a job row's `pid_start` for a worker on Ray: ray:<actor name>
+WORKER_REF_CHARS = 32  # the width of that column (store/tables.py)
 PLACEMENT_FILE = "placement.json"
 POLL_TIMEOUT_S = 5.0  # how long a poll waits for an actor that does not answer
 EXIT_GRACE_S = 30.0  # an actor outlives its worker this long, for the server to read the code
 
 
 def actor_name(job_id: str) -> str:
-    return f"thinker-{job_id}-{uuid.uuid4().hex[:6]}"
+    """`thinker-<job id's hex>-<attempt>`: with REF_PREFIX, within the job row's 32
+    characters for a worker reference."""
+    name = f"thinker-{job_id.removeprefix('job_')}-{uuid.uuid4().hex[:4]}"
+    assert len(REF_PREFIX + name) <= WORKER_REF_CHARS, name
+    return name
 
 
 class WorkerProcess:
