@@ -4,7 +4,10 @@ registered with a server as a finished job's model."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ from fastapi.testclient import TestClient
 from tests.support.api import EXAMPLES, platform_of
 
 from thinker.algorithms.sl import SLConfig, main
+from thinker.engine.local.sampling import LocalSamplingClient
 from thinker.runs import RunLogger
 from thinker.store import Job, Model, new_id
 
@@ -86,3 +90,15 @@ def _job_fields(job_id: str, backend: str) -> dict[str, Any]:
         state="succeeded",
         resource="cpu" if backend == "local" else "remote",
     )
+
+
+@contextlib.contextmanager
+def worker_held(sampler: LocalSamplingClient) -> Iterator[None]:
+    """The sampler's worker busy until the block ends, so calls made in it queue and decode
+    together."""
+    release = threading.Event()
+    sampler.executor.submit(release.wait)
+    try:
+        yield
+    finally:
+        release.set()

@@ -9,12 +9,9 @@ alone; a bad call fails alone; running out of memory splits the calls instead of
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
-
 import pytest
 import torch
+from tests.support.sampling import worker_held
 from tinker import types
 from tiny_lora import tiny_lora_model
 
@@ -130,17 +127,6 @@ CALLS = [  # an RL step's groups: different prompts, sizes, lengths, stops and t
 ]
 
 
-@contextlib.contextmanager
-def _worker_held(sampler: LocalSamplingClient) -> Iterator[None]:
-    """The sampler's worker busy until the block ends, so calls made in it queue together."""
-    release = threading.Event()
-    sampler.executor.submit(release.wait)
-    try:
-        yield
-    finally:
-        release.set()
-
-
 def test_calls_made_together_decode_together_and_each_gets_what_it_gets_alone(
     sampler: LocalSamplingClient,
 ) -> None:
@@ -154,7 +140,7 @@ def test_calls_made_together_decode_together_and_each_gets_what_it_gets_alone(
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(prefix.PrefixDecoder, "prefill", counting)
-        with _worker_held(sampler):
+        with worker_held(sampler):
             futures = [sampler.sample(_input(sampler, t), n, p) for t, n, p in CALLS]
         together = [f.result() for f in futures]
     assert prefills == [(4, 2, 3)]  # one decode for all three calls
@@ -168,7 +154,7 @@ def test_calls_made_together_decode_together_and_each_gets_what_it_gets_alone(
 
 def test_a_bad_call_fails_alone(sampler: LocalSamplingClient) -> None:
     text, n, params = CALLS[0]
-    with _worker_held(sampler):
+    with worker_held(sampler):
         good = sampler.sample(_input(sampler, text), n, params)
         bad = sampler.sample(_input(sampler, text), 2, types.SamplingParams(max_tokens=0))
     assert len(good.result().sequences) == n
@@ -192,7 +178,7 @@ def test_out_of_memory_splits_the_calls_then_names_the_setting(
 
     monkeypatch.setattr(prefix.SharedPromptCache, "allocate", classmethod(allocate))
     alone = [sampler.sample(_input(sampler, t), n, p).result() for t, n, p in CALLS]
-    with _worker_held(sampler):
+    with worker_held(sampler):
         futures = [sampler.sample(_input(sampler, t), n, p) for t, n, p in CALLS]
     for future, ref in zip(futures, alone, strict=True):
         got = future.result()

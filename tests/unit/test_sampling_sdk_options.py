@@ -10,13 +10,10 @@ calls decoded together. Bad values are ConfigErrors naming the field.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import torch
+from tests.support.sampling import worker_held
 from tinker import types
 
 import thinker
@@ -53,17 +50,6 @@ def plain_logprobs(sampler: LocalSamplingClient, tokens: list[int]) -> torch.Ten
 
 def _ids(prompt: list[int]) -> types.ModelInput:
     return types.ModelInput.from_ints(prompt)
-
-
-@contextlib.contextmanager
-def _worker_held(sampler: LocalSamplingClient) -> Iterator[None]:
-    """The sampler's worker busy until the block ends, so calls made in it decode together."""
-    release = threading.Event()
-    sampler.executor.submit(release.wait)
-    try:
-        yield
-    finally:
-        release.set()
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
@@ -215,7 +201,7 @@ def test_calls_with_different_options_decode_together_as_each_alone(
         (short, 1, {"prompt_alt_tokens_k": 2, "include_prompt_logprobs": True}),
     ]
     alone = [sampler.sample(_ids(p), n, params, **kw).result() for p, n, kw in calls]  # type: ignore[arg-type]
-    with _worker_held(sampler):
+    with worker_held(sampler):
         futures = [sampler.sample(_ids(p), n, params, **kw) for p, n, kw in calls]  # type: ignore[arg-type]
     for future, ref in zip(futures, alone, strict=True):
         got = future.result()

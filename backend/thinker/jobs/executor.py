@@ -107,17 +107,7 @@ class LocalExecutor:
             # CPU workers share the cores: the engine divides them (engine/local/threads.py)
             env.setdefault("THINKER_CPU_JOBS", str(max(1, self.cpu_jobs)))
         env.update(launch.env)
-        run = RunDir(launch.run_dir)
-        with open(run.log, "ab") as log_file:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "thinker.jobs.worker", str(run.path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=run.path,
-                env=env,
-                start_new_session=True,  # a signal to the server's group does not reach it
-            )
+        child = start_worker(RunDir(launch.run_dir), env)
         self._children[launch.job_id] = child
         return WorkerRef(launch.job_id, child.pid, start_time(child.pid))
 
@@ -167,6 +157,22 @@ class LocalExecutor:
         for child in self._children.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=timeout_s)
+
+
+def start_worker(run: RunDir, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """`python -m thinker.jobs.worker <run dir>` in the run directory, in a session of its own
+    (a signal to the starter's group does not reach it), its output appended to the run's log.
+    Every executor starts its workers this way."""
+    with open(run.log, "ab") as log_file:
+        return subprocess.Popen(
+            [sys.executable, "-m", "thinker.jobs.worker", str(run.path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=run.path,
+            env=dict(env),
+            start_new_session=True,
+        )
 
 
 def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:

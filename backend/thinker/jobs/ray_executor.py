@@ -27,8 +27,6 @@ import logging
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -37,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from thinker.errors import ConfigError
-from thinker.jobs.executor import Launch, WorkerRef, worker_environment
+from thinker.jobs.executor import Launch, WorkerRef, start_worker, worker_environment
 from thinker.runs import RunDir
 
 log = logging.getLogger(__name__)
@@ -79,16 +77,7 @@ class WorkerProcess:
         with open(run.log, "ab") as log_file:
             where = f"node {self.placement['node_ip']} ({self.placement['hostname']})"
             log_file.write(f"[ray] worker on {where}, GPUs {gpus or 'none'}\n".encode())
-            log_file.flush()
-            self.child = subprocess.Popen(
-                [sys.executable, "-m", "thinker.jobs.worker", str(run.path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=run.path,
-                env=child_env,
-                start_new_session=True,
-            )
+        self.child = start_worker(run, child_env)
         threading.Thread(target=self._exit_after_worker, daemon=True).start()
 
     def _exit_after_worker(self) -> None:
