@@ -14,6 +14,7 @@ from tinker import types
 import thinker
 from thinker.engine.futures import FairExecutor
 from thinker.engine.local import checkpoints
+from thinker.engine.local.models import load_tokenizer
 
 PROMPT = "User: 3+4\n\nAssistant: 7\n\n"
 
@@ -140,7 +141,9 @@ def test_samplers_of_saved_adapters_of_any_shape_share_one_base(tmp_path: Path) 
         del client
     gc.collect()
 
-    tokens = types.ModelInput.from_ints(_datum(service_tokenizer(service)).model_input.to_ints())
+    tokens = types.ModelInput.from_ints(
+        load_tokenizer("thinker/tiny").encode(PROMPT, add_special_tokens=False)
+    )
     wide = service.create_sampling_client(model_path=paths["wide"]).result()
     attn = service.create_sampling_client(model_path=paths["attn"]).result()
     base = wide.model.get_base_model()
@@ -156,16 +159,6 @@ def test_samplers_of_saved_adapters_of_any_shape_share_one_base(tmp_path: Path) 
     gc.collect()
     wide.compute_logprobs(tokens).result()  # runs after the release on the worker
     assert len(wide.model.peft_config) == len(slots) - 1
-
-
-def service_tokenizer(service):  # type: ignore[no-untyped-def]
-    class _Tokenizer:  # what _datum asks of a client
-        def get_tokenizer(self):  # type: ignore[no-untyped-def]
-            from thinker.engine.local.models import load_tokenizer
-
-            return load_tokenizer("thinker/tiny")
-
-    return _Tokenizer()
 
 
 @torch.inference_mode()

@@ -526,14 +526,16 @@ class PrefixDecoder:
             try:
                 for first, batch in _prefill_batches(prompts):
                     cache.prefilling = first
-                    rows += self._prefill(batch, device)
+                    rows += self._prefill(batch, cache, device)
             finally:
                 cache.prefilling = None
         lengths = [len(p) for p, n in zip(prompts, counts, strict=True) for _ in range(n)]
         capture.position_B1.copy_(torch.tensor(lengths, device=device)[:, None])
         return torch.cat([row.expand(n, -1) for row, n in zip(rows, counts, strict=True)])
 
-    def _prefill(self, prompts: list[list[int]], device: torch.device) -> list[Tensor]:
+    def _prefill(
+        self, prompts: list[list[int]], cache: SharedPromptCache, device: torch.device
+    ) -> list[Tensor]:
         """One forward over `prompts`, right-padded to the longest: each one's last logits."""
         lengths = [len(p) for p in prompts]
         longest = max(lengths)
@@ -549,7 +551,7 @@ class PrefixDecoder:
             attention_mask=mask,
             use_cache=False,
             logits_to_keep=torch.tensor([n - 1 for n in last], device=device),
-            **{attention.HOOK_KWARG: self._capture.cache},  # type: ignore[union-attr]
+            **{attention.HOOK_KWARG: cache},
         )
         return [out.logits[i, last.index(n)][None].float() for i, n in enumerate(lengths)]
 
