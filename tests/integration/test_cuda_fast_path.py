@@ -18,7 +18,7 @@ import torch
 from tinker import types
 
 import thinker
-from thinker.engine.local import fast, forward, prefix
+from thinker.engine.local import decode_attention, fast, forward, prefix
 from thinker.engine.local.models import Placement, attach_lora, load_base_model, load_tokenizer
 from thinker.engine.local.sampling import LocalSamplingClient
 
@@ -257,21 +257,28 @@ def _teacher_forced(model, prompts, counts, tokens_SB, graphs: bool) -> torch.Te
 
 
 @pytest.mark.parametrize("counts", [[8, 8, 8, 8], [3, 5, 2, 6], [1, 1, 1, 1]])
-def test_flash_decode_is_as_close_to_fp32_as_the_eager_decode(
+def test_decode_kernels_are_as_close_to_fp32_as_the_eager_decode(
     monkeypatch: pytest.MonkeyPatch, counts: list[int]
 ) -> None:
-    """The shared-prompt decode's attention through FlashAttention (two kernels a layer and a
-    log-sum-exp merge, CUDA graphs, 150 steps: two token buckets) against its eager products,
-    both in bf16, each compared with the same decode in fp32: the flash path's logits are no
-    further from fp32 than the eager path's (bf16 rounding, not a different attention). 16
-    rows, as many as the model's query heads, check the log-sum-exp's layout."""
+    """The shared-prompt decode's attention through the Triton decode kernel (one kernel a
+    layer) and through FlashAttention (two kernels a layer and a log-sum-exp merge), CUDA
+    graphs, 150 steps (two token buckets), against its eager products, all in bf16, each
+    compared with the same decode in fp32: neither kernel's logits are further from fp32 than
+    the eager path's (bf16 rounding, not a different attention). 16 rows, as many as the
+    model's query heads, check FlashAttention's log-sum-exp layout."""
     device = torch.device("cuda")
     gen = torch.Generator().manual_seed(5)
     prompts = [torch.randint(0, 151936, (n,), generator=gen).tolist() for n in (37, 100, 5, 64)]
     tokens_SB = torch.randint(0, 151936, (150, sum(counts)), generator=gen).to(device)
+    caches = {
+        "eager": prefix.SharedPromptCache,
+        "flash": prefix.FlashPromptCache,
+        "kernel": prefix.KernelPromptCache,
+    }
 
-    def decode(dtype: torch.dtype, flash: bool) -> torch.Tensor:
-        monkeypatch.setenv("THINKER_FLASH_DECODE", "1" if flash else "0")
+    def decode(dtype: torch.dtype, path: str) -> torch.Tensor:
+        monkeypatch.setenv("THINKER_DECODE_KERNEL", "1" if path == "kernel" else "0")
+        monkeypatch.setenv("THINKER_FLASH_DECODE", "1" if path == "flash" else "0")
         base = load_base_model(QWEN, Placement(device, dtype, None))
         model = attach_lora(base, rank=16, seed=0, targets=["q_proj", "v_proj", "down_proj"])
         for name, p in model.named_parameters():
@@ -279,20 +286,71 @@ def test_flash_decode_is_as_close_to_fp32_as_the_eager_decode(
                 with torch.no_grad():
                     p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(2)) * 1e-2)
         with torch.inference_mode(), fast.eager():
-            if flash:
-                probe = prefix.SharedPromptCache.allocate(
-                    prefix.Layout((1,), 64, 128, "off"), model.config, dtype, device
-                )
-                assert isinstance(probe, prefix.FlashPromptCache)  # the flash path really runs
+            probe = prefix.SharedPromptCache.allocate(
+                prefix.Layout((1,), 64, 128, "off"), model.config, dtype, device
+            )
+            assert type(probe) is caches[path]  # the path named really runs
             out = _teacher_forced(model, prompts, counts, tokens_SB, graphs=True)
             return torch.log_softmax(out, dim=-1)
 
-    reference = decode(torch.float32, flash=False)
-    eager = (decode(torch.bfloat16, flash=False) - reference).abs()
-    flash = (decode(torch.bfloat16, flash=True) - reference).abs()
+    reference = decode(torch.float32, "eager")
+    errors = {path: (decode(torch.bfloat16, path) - reference).abs() for path in caches}
     print(
-        f"counts {counts}: logprob error vs fp32, eager bf16 max {eager.max():.3f} mean "
-        f"{eager.mean():.4f}; flash bf16 max {flash.max():.3f} mean {flash.mean():.4f}"
+        f"counts {counts}: logprob error vs fp32 in bf16, "
+        + "; ".join(f"{k} max {e.max():.3f} mean {e.mean():.4f}" for k, e in errors.items())
     )
-    assert flash.mean() <= 1.25 * eager.mean()
-    assert flash.max() <= 1.5 * eager.max()
+    for path in ("flash", "kernel"):
+        assert errors[path].mean() <= 1.25 * errors["eager"].mean()
+        assert errors[path].max() <= 1.5 * errors["eager"].max()
+
+
+@pytest.mark.parametrize(
+    ("counts", "query_heads", "key_heads", "dim", "splits"),
+    [((3, 5, 2), 16, 8, 128, 1), ((3, 5, 2), 16, 8, 128, 5), ((1, 2), 28, 4, 80, 3)],
+)
+def test_decode_kernel_against_fp32_attention(
+    counts: tuple[int, ...], query_heads: int, key_heads: int, dim: int, splits: int
+) -> None:
+    """decode_attention.attend on ragged groups, prompts and own runs, in one slice and cut
+    in several (merged by log-sum-exps), a head dimension not a power of two and 7 query
+    heads a key head: within bf16 rounding of fp32 attention over each row's keys (its
+    prompt, its cached run, the step's token), and the step's key and value kept."""
+    device = torch.device("cuda")
+    gen = torch.Generator().manual_seed(7)
+    groups, rows = len(counts), sum(counts)
+    group_B = torch.repeat_interleave(torch.arange(groups), torch.tensor(counts))
+    prompt_used = torch.randint(1, 700, (groups,), generator=gen)
+    own_used = torch.randint(1, 300, (rows,), generator=gen)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(shape, generator=gen).to(device, torch.bfloat16)
+
+    # The query as transformers passes it: a (rows, heads, 1, dim) view of (rows, 1, heads, dim).
+    query = randn(rows, 1, query_heads, dim).transpose(1, 2)[:, :, 0]
+    key, value = (randn(rows, 1, key_heads, dim).transpose(1, 2)[:, :, 0] for _ in range(2))
+    prompt_k, prompt_v = randn(groups, 700, key_heads, dim), randn(groups, 700, key_heads, dim)
+    own_k, own_v = randn(rows, key_heads, 300, dim), randn(rows, key_heads, 300, dim)
+    scale = dim**-0.5
+    got = decode_attention.attend(
+        query, key, value, prompt_k, prompt_v, own_k, own_v,
+        group_B.to(device, torch.int32), prompt_used.to(device, torch.int32),
+        own_used.to(device, torch.int32), scale, splits,
+    )  # fmt: skip
+    assert got.dtype == torch.bfloat16 and got.shape == (rows, query_heads, dim)
+    # The step's key and value, kept in each row's run:
+    rows_B, last = torch.arange(rows, device=device), own_used.to(device) - 1
+    assert torch.equal(own_k[rows_B, :, last], key)
+    assert torch.equal(own_v[rows_B, :, last], value)
+    share = query_heads // key_heads
+    worst = 0.0
+    for b in range(rows):
+        g, p, t = group_B[b], prompt_used[group_B[b]], own_used[b]
+        keys = torch.cat([prompt_k[g, :p].transpose(0, 1), own_k[b, :, :t]], dim=1).float()
+        values = torch.cat([prompt_v[g, :p].transpose(0, 1), own_v[b, :, :t]], dim=1).float()
+        # (own_k/v[b, :, t - 1] now hold the step's key and value: checked above)
+        keys, values = keys.repeat_interleave(share, 0), values.repeat_interleave(share, 0)
+        weights = torch.softmax(query[b].float()[:, None] @ keys.transpose(1, 2) * scale, -1)
+        want = (weights @ values)[:, 0]
+        worst = max(worst, (got[b].float() - want).abs().max().item())
+    print(f"kernel vs fp32 attention, splits {splits}: max difference {worst:.2e}")
+    assert worst < 2e-2  # bf16 inputs and probabilities

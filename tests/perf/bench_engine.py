@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -495,8 +496,19 @@ def engine_sampling_sides(prompts: list[list[int]], n: int, new_tokens: int) -> 
     context = prompt_tokens / len(prompts) + new_tokens / 2
     tokens = rows * new_tokens
     results = []
-    for name, shared in (("thinker sample", True), ("thinker, call by call (before)", False)):
-        with _patched(prefix, "can_decode", None if shared else (lambda model: False)):
+    sides = (
+        ("thinker sample", True, {}),
+        # The same decode with run AB's attention (FlashAttention's varlen kernel, two calls
+        # a layer) instead of the Triton decode kernel.
+        ("thinker sample, FlashAttention decode (before)", True, {"THINKER_DECODE_KERNEL": "0"}),
+        ("thinker, call by call (before)", False, {}),
+    )
+    for name, shared, env in sides:
+        prefix.release(model)  # the cache's kind is chosen when a capture is made
+        with (
+            _patched(prefix, "can_decode", None if shared else (lambda model: False)),
+            mock.patch.dict(os.environ, env),
+        ):
             ttfs = first_step_seconds(started, sample)  # also the warm-up (graph captures)
             seconds, peak = time_steps(sample, 0, 3)
         kv = shared_kv if shared else repeated_kv

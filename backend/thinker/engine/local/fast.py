@@ -17,8 +17,10 @@ compare against); `THINKER_<NAME>=0` turns off one:
 - BF16_LORA: adapter matmuls in bf16 under autocast; the fp32 adapter weights stay the
   optimizer's master copy (models.py, forward.py, decode.py).
 - CUDA_GRAPHS: the decode step replayed as a CUDA graph over a static KV cache (decode.py).
-- FLASH_DECODE: the shared-prompt decode's attention through FlashAttention's varlen kernel,
-  two calls a layer merged by their log-sum-exps, instead of eager products (prefix.py).
+- DECODE_KERNEL: the shared-prompt decode's attention as one Triton kernel a layer, sized
+  for one query a row (decode_attention.py, prefix.py).
+- FLASH_DECODE: without DECODE_KERNEL, that attention through FlashAttention's varlen
+  kernel, two calls a layer merged by their log-sum-exps, instead of eager products.
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ from typing import Literal
 import torch
 from torch import nn
 
-Feature = Literal["COMPILE", "FUSED_KERNELS", "PACKING", "BF16_LORA", "CUDA_GRAPHS", "FLASH_DECODE"]
+Feature = Literal[
+    "COMPILE",
+    "FUSED_KERNELS",
+    "PACKING",
+    "BF16_LORA",
+    "CUDA_GRAPHS",
+    "DECODE_KERNEL",
+    "FLASH_DECODE",
+]
 AUTOCAST_ATTR = "thinker_autocast_dtype"  # set on a model whose adapter computes in bf16
 
 

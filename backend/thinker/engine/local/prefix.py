@@ -45,7 +45,7 @@ from peft.tuners.lora.layer import Linear as LoraLinear
 from torch import Tensor, nn
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from thinker.engine.local import attention, fast
+from thinker.engine.local import attention, decode_attention, fast
 from thinker.engine.local.decode import adapters_enabled
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,22 @@ class SharedPromptCache:
             torch.zeros(1, dtype=torch.long, device=device),
             torch.arange(layout.token_columns, device=device),
         )
+        if fast.enabled("DECODE_KERNEL", device) and decode_attention.available(
+            device, dtype, head_dim
+        ):
+            columns = layout.prompt_columns + layout.token_columns
+            return KernelPromptCache(
+                layout,
+                zeros(g, layout.prompt_columns, heads, head_dim),
+                zeros(g, layout.prompt_columns, heads, head_dim),
+                zeros(b, heads, layout.token_columns, head_dim),
+                zeros(b, heads, layout.token_columns, head_dim),
+                *common,
+                group_B=group_B.to(device=device, dtype=torch.int32),
+                prompt_used=torch.zeros(g, dtype=torch.int32, device=device),
+                own_used=torch.ones(b, dtype=torch.int32, device=device),
+                splits=decode_attention.splits_for(b, heads, columns, device),
+            )
         if flash_decode_available(device, dtype, head_dim):
             query_heads = config.num_attention_heads
             return FlashPromptCache(
@@ -145,6 +161,12 @@ class SharedPromptCache:
             zeros(b, heads, layout.token_columns, head_dim),
             *common,
         )
+
+    @property
+    def windowed(self) -> bool:
+        """Whether a step reads its own columns up to `window` (one graph per window), rather
+        than up to each row's length."""
+        return True
 
     @property
     def folded(self) -> bool:
@@ -319,6 +341,56 @@ class FlashPromptCache(SharedPromptCache):
         # softmax over both parts = each part's softmax weighted by its share of the mass.
         prompt_share_BH1 = torch.sigmoid(prompt_lse - own_lse).to(query.dtype)[..., None]
         out_BHD = torch.lerp(own_out, prompt_out, prompt_share_BH1)
+        return out_BHD.view(b, 1, q_heads, dim)
+
+
+@dataclass
+class KernelPromptCache(SharedPromptCache):
+    """The shared-prompt cache read by decode_attention's Triton kernel (CUDA, bf16 or fp16):
+    one kernel a layer over each row's prompt and own tokens, each run read up to its length
+    (device counters the step's graph advances), so one graph serves every step."""
+
+    group_B: Tensor = field(kw_only=True)  # each row's group (int32)
+    prompt_used: Tensor = field(kw_only=True)  # each group's prompt length (int32)
+    own_used: Tensor = field(kw_only=True)  # each row's own tokens so far, this one included
+    splits: int = field(kw_only=True)  # slices per (row, key head): decode_attention.splits_for
+
+    @property
+    def windowed(self) -> bool:
+        return False
+
+    def start(self, lengths: list[int]) -> None:
+        self.prompt_used.copy_(torch.tensor(lengths, dtype=torch.int32))
+        self.own_used.fill_(1)
+        self.step_1.zero_()
+
+    def advanced(self) -> None:
+        self.step_1.add_(1)
+        self.own_used.add_(1)
+
+    def _keep_prompts(self, layer: int, first: int, key_GHTD: Tensor, value_GHTD: Tensor) -> None:
+        g, _, length, _ = key_GHTD.shape
+        self.prompt_k[layer][first : first + g, :length] = key_GHTD.transpose(1, 2)
+        self.prompt_v[layer][first : first + g, :length] = value_GHTD.transpose(1, 2)
+
+    def _decode(
+        self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float
+    ) -> Tensor:
+        b, q_heads, _, dim = query.shape
+        out_BHD = decode_attention.attend(  # also keeps the step's key and value
+            query[:, :, 0],
+            key[:, :, 0],
+            value[:, :, 0],
+            self.prompt_k[layer],
+            self.prompt_v[layer],
+            self.token_k[layer],
+            self.token_v[layer],
+            self.group_B,
+            self.prompt_used,
+            self.own_used,
+            scale,
+            self.splits,
+        )
         return out_BHD.view(b, 1, q_heads, dim)
 
 
@@ -563,7 +635,10 @@ class PrefixDecoder:
         assert capture is not None, "prefill first"
         if self._steps >= capture.cache.layout.token_columns:
             raise ValueError("decoded past the max_new_tokens given to prefill")
-        window = min(_round_up(self._steps + 1, TOKEN_BUCKET), capture.cache.layout.token_columns)
+        columns = capture.cache.layout.token_columns
+        window = columns
+        if capture.cache.windowed:
+            window = min(_round_up(self._steps + 1, TOKEN_BUCKET), columns)
         self._steps += 1
         capture.token_B1.copy_(token_B[:, None])
         capture.cache.window = window

@@ -614,27 +614,31 @@ class DecodeRows:
             self._generator = torch.Generator(logprobs_NV.device)
             seed = self.params.seed if self.params.seed is not None else _random_seed()
             self._generator.manual_seed(seed)
-        token_N = _choose(logprobs_NV, self.params, self._generator)
+        top = logprobs_NV.topk(self._topk, dim=-1) if self._topk else None
+        if top is not None and self.params.temperature < GREEDY_BELOW:
+            # The top-k's first, which argmax need not be where bf16 logits tie.
+            token_N = top.indices[:, 0]
+        else:
+            token_N = _choose(logprobs_NV, self.params, self._generator)
         if self._tokens_NT is None or self._logprobs_NT is None:
             shape = (self.n, self.max_tokens)
             self._tokens_NT = torch.empty(shape, dtype=torch.long, device=token_N.device)
             self._logprobs_NT = torch.empty(shape, dtype=torch.float32, device=token_N.device)
         self._tokens_NT[:, self.steps] = token_N
         self._logprobs_NT[:, self.steps] = logprobs_NV.gather(-1, token_N[:, None]).squeeze(-1)
-        if self._topk:
-            self._keep_topk(logprobs_NV)
+        if top is not None:
+            self._keep_topk(top.indices, top.values)
         self.steps += 1
         return token_N
 
-    def _keep_topk(self, logprobs_NV: Tensor) -> None:
-        top = logprobs_NV.topk(self._topk, dim=-1)
+    def _keep_topk(self, ids_NK: Tensor, logprobs_NK: Tensor) -> None:
         if self._topk_ids_NTK is None or self._topk_logprobs_NTK is None:
             shape = (self.n, self.max_tokens, self._topk)
-            device = logprobs_NV.device
+            device = ids_NK.device
             self._topk_ids_NTK = torch.empty(shape, dtype=torch.long, device=device)
             self._topk_logprobs_NTK = torch.empty(shape, dtype=torch.float32, device=device)
-        self._topk_ids_NTK[:, self.steps] = top.indices
-        self._topk_logprobs_NTK[:, self.steps] = top.values
+        self._topk_ids_NTK[:, self.steps] = ids_NK
+        self._topk_logprobs_NTK[:, self.steps] = logprobs_NK
 
     def observe(self, token_N: list[int]) -> None:
         """Apply the stop rules to the tokens the last `choose` returned, read on the host."""
