@@ -105,6 +105,12 @@ class RunDir:
         return self.path / "heartbeat"
 
     @property
+    def placement(self) -> Path:
+        """placement.json: where the current attempt's worker runs (executor, node, GPUs),
+        written by the executor that started it."""
+        return self.path / "placement.json"
+
+    @property
     def log(self) -> Path:
         """worker.log: a job's worker's output."""
         return self.path / "worker.log"

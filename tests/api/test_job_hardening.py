@@ -336,7 +336,9 @@ def test_a_stopped_worker_is_reported_stale_then_killed_and_its_slot_freed(
     with TestClient(create_app(settings)) as client:
         chat = add_dataset(client, ARITHMETIC, "chat")
         body = {"algorithm": "sl", "dataset_id": chat}
-        stopped = client.post("/api/jobs", json={**body, "config": LONG}).json()["id"]
+        # auto_resume 0: it stays interrupted (resuming by itself: test_auto_resume.py)
+        long = {**body, "config": LONG, "auto_resume": 0}
+        stopped = client.post("/api/jobs", json=long).json()["id"]
         waiting = client.post("/api/jobs", json={**body, "config": {**QUICK, "max_steps": 2}})
         deadline = time.time() + 120
         while client.get(f"/api/jobs/{stopped}").json()["heartbeat_at"] is None:

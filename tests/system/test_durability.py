@@ -23,9 +23,9 @@ def _lines(path: Path) -> list[dict]:
 
 
 def _start_long_job(client: httpx.Client, dataset_id: str, config: dict = LONG) -> str:
-    response = client.post(
-        "/api/jobs", json={"algorithm": "sl", "dataset_id": dataset_id, "config": config}
-    )
+    """auto_resume 0: a job whose worker is lost waits for a person (test_auto_resume.py)."""
+    body = {"algorithm": "sl", "dataset_id": dataset_id, "config": config, "auto_resume": 0}
+    response = client.post("/api/jobs", json=body)
     assert response.status_code == 201, response.text
     return str(response.json()["id"])
 

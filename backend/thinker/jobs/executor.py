@@ -14,6 +14,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -21,6 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import torch
+
+from thinker.files import write_json_atomically
 from thinker.jobs.procs import is_alive, start_time
 from thinker.runs import RunDir
 
@@ -63,6 +67,10 @@ class Executor(Protocol):
     """Starts workers and follows them; every method returns at once (nothing waits on a
     worker except `shutdown`)."""
 
+    def gpus(self) -> int:
+        """The GPUs this executor's workers can have, one job each."""
+        ...
+
     def launch(self, launch: Launch) -> WorkerRef:
         """Start the worker; raises OSError when it cannot be started."""
         ...
@@ -88,6 +96,11 @@ class Executor(Protocol):
         ...
 
 
+# Set for a worker that must end when the process that started it goes (a Ray actor): that
+# process's pid (jobs/worker.py checks it with each heartbeat).
+PARENT_ENV = "THINKER_WORKER_PARENT"
+
+
 class LocalExecutor:
     """Workers as subprocesses of this server, each in its own session (see the module)."""
 
@@ -95,6 +108,10 @@ class LocalExecutor:
         self.worker_nice = worker_nice
         self.cpu_jobs = cpu_jobs
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def gpus(self) -> int:
+        """This machine's CUDA devices."""
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
     def launch(self, launch: Launch) -> WorkerRef:
         env = worker_environment(os.environ)
@@ -107,7 +124,11 @@ class LocalExecutor:
             # CPU workers share the cores: the engine divides them (engine/local/threads.py)
             env.setdefault("THINKER_CPU_JOBS", str(max(1, self.cpu_jobs)))
         env.update(launch.env)
-        child = start_worker(RunDir(launch.run_dir), env)
+        run = RunDir(launch.run_dir)
+        gpus = [launch.device.split(":")[1]] if launch.device is not None else []
+        where = {"executor": "local", "hostname": socket.gethostname(), "gpus": gpus}
+        write_json_atomically(run.placement, where)
+        child = start_worker(run, env)
         self._children[launch.job_id] = child
         return WorkerRef(launch.job_id, child.pid, start_time(child.pid))
 

@@ -30,11 +30,10 @@ import logging
 import os
 import shutil
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -116,7 +115,9 @@ class JobManager:
         self.executor = executor
         self.dataset_path = dataset_path
         self.forget_models = forget_models
-        self.gpus = self.settings.gpus if self.settings.gpus is not None else _cuda_devices()
+        # GPU jobs run at once: THINKER_GPUS, else the GPUs the executor has (this machine's,
+        # or the Ray cluster's when the server starts)
+        self.gpus = self.settings.gpus if self.settings.gpus is not None else executor.gpus()
         self._tails: dict[str, EventTail] = {}
         self._metrics: OrderedDict[str, MetricsTail] = OrderedDict()  # most recently read last
         self._dirty: set[str] = set()  # jobs whose events.jsonl the server itself appended to
@@ -177,6 +178,7 @@ class JobManager:
         config: dict[str, Any],
         priority: int = 0,
         idempotency_key: str | None = None,
+        auto_resume: int = 2,
     ) -> tuple[Job, bool]:
         """Validate and queue a job; returns it and whether it is new (False: the job an
         earlier request with the same Idempotency-Key created)."""
@@ -217,6 +219,7 @@ class JobManager:
             priority=priority,
             resource=self._resource(backend),
             idempotency_key=idempotency_key,
+            auto_resume=auto_resume,
         )
         datasets = {k: {"id": r.id, "path": str(r.path)} for k, r in spec.datasets.items()}
         record = {
@@ -388,9 +391,20 @@ class JobManager:
         job = await self.get(job_id)
         if job.resource == SERVER_RESOURCE:
             raise ConflictError(NOT_RESUMABLE)
+        if not await self._requeue(job_id, RESUMABLE_STATES, {"resumed": True}):
+            resumable = ", ".join(RESUMABLE_STATES)
+            raise ConflictError(
+                f"job {job_id} is {job.state}; only {resumable} jobs can be resumed"
+            )
+        return await self.get(job_id)
+
+    async def _requeue(
+        self, job_id: str, states: Iterable[JobState], event: dict[str, Any], **values: Any
+    ) -> bool:
+        """Queue a job in one of `states` again, to resume from its last checkpoint."""
         changed = await self._cas(
             job_id,
-            RESUMABLE_STATES,
+            tuple(states),
             JobState.QUEUED,
             reason=None,
             stop_request=None,
@@ -400,16 +414,35 @@ class JobManager:
             pid_start=None,
             retryable=None,
             report=None,
+            **values,
         )
         if not changed:
-            resumable = ", ".join(RESUMABLE_STATES)
-            raise ConflictError(
-                f"job {job_id} is {job.state}; only {resumable} jobs can be resumed"
-            )
+            return False
         with contextlib.suppress(FileNotFoundError):
             self.run_dir(job_id).control.unlink()
-        self._append(job_id, "state", {"state": JobState.QUEUED, "resumed": True})
-        return await self.get(job_id)
+        self._append(job_id, "state", {"state": JobState.QUEUED, **event})
+        return True
+
+    async def _auto_resume(self, job_id: str, reason: str) -> None:
+        """A job interrupted by a lost worker or node, queued again while its auto_resume
+        retries last; each retry is a `queued` event saying after what, and a log line."""
+        job = await self.get(job_id)
+        if job.resource == SERVER_RESOURCE or job.auto_resumes >= job.auto_resume:
+            return
+        retry = job.auto_resumes + 1
+        event = {"resumed": True, "auto": {"retry": retry, "of": job.auto_resume, "after": reason}}
+        if not await self._requeue(
+            job_id, (JobState.INTERRUPTED,), event, auto_resumes=retry, placement=None
+        ):
+            return
+        line = (
+            f"[thinker] {reason}; resuming from the last checkpoint without being asked "
+            f"(auto_resume: retry {retry} of {job.auto_resume})\n"
+        )
+        with contextlib.suppress(OSError), open(self.run_dir(job_id).log, "a") as log_file:
+            log_file.write(line)
+        log.warning("job %s: %s", job_id, line.strip())
+        self.wake()
 
     async def delete(self, job_id: str) -> None:
         """Delete a job that is not running, with its run directory and its models."""
@@ -681,6 +714,8 @@ class JobManager:
             return
         alive, code = self.executor.poll(_worker(job))
         if alive:
+            if job.placement is None:
+                await self._record_placement(job)
             await self._heartbeat(job, self.run_dir(job.id))
             await self._check_silence(job)
             return
@@ -689,6 +724,17 @@ class JobManager:
             return
         how = f"exited with code {code}" if code is not None else "is no longer running"
         await self._end_lost(job, f"the worker (pid {job.pid}) {how} before the job finished")
+
+    async def _record_placement(self, job: Job) -> None:
+        """Where this attempt's worker runs, once its executor has written it: on the row
+        (the job page) and as a `placement` event (each attempt's, in the job's history)."""
+        try:
+            placement = json.loads(self.run_dir(job.id).placement.read_text("utf-8"))
+        except (FileNotFoundError, ValueError):
+            return  # not yet (a Ray actor still being placed)
+        if await self._cas(job.id, ACTIVE_STATES, None, placement=placement):
+            job.placement = placement
+            self._append(job.id, "placement", {**placement, "attempt": job.attempts})
 
     async def _check_attached(self, job: Job) -> None:
         """An attached job's client heartbeat, as a worker's; without its handle (a restart
@@ -713,6 +759,8 @@ class JobManager:
         tail = self.run_dir(job.id).log_tail()
         self._append(job.id, "state", {"state": state, "reason": reason, "log_tail": tail})
         await self._apply_new_events(job)
+        if state == JobState.INTERRUPTED:
+            await self._auto_resume(job.id, reason)
 
     async def _check_silence(self, job: Job) -> None:
         """Report a worker silent past heartbeat_timeout_s as stale (and again when it beats);
@@ -803,9 +851,12 @@ class JobManager:
             attempts=job.attempts + 1,
             stop_request=None,
             heartbeat_at=None,
+            placement=None,
         )
         if not started:
             return False
+        with contextlib.suppress(FileNotFoundError):  # the last attempt's
+            self.run_dir(job.id).placement.unlink()
         self._append(
             job.id,
             "state",
@@ -879,7 +930,3 @@ def _snapshot(job: Job) -> dict[str, Any]:
         "total_steps": job.total_steps,
         "last_seq": job.last_seq,
     }
-
-
-def _cuda_devices() -> int:
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -13,7 +13,10 @@ row keeps `ray:<name>` where a local worker keeps its pid's start time). The act
 runs (node, address, GPUs) in the run directory's `placement.json` and the job's log.
 
 A node or actor lost mid-job is a worker that is no longer running: the job is interrupted
-with that reason, as a lost local worker's is.
+with that reason, as a lost local worker's is, and resumed from its last checkpoint wherever
+Ray places the next actor while the job's `auto_resume` retries last. A worker whose actor
+has gone (a node that lost its Ray processes but not the machine) ends itself, so that no
+two attempts write one run directory.
 
 `ray` is an optional extra (`pip install -e '.[ray]'`); this module imports it only when a
 RayExecutor is made.
@@ -22,7 +25,6 @@ RayExecutor is made.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -35,14 +37,20 @@ from pathlib import Path
 from typing import Any
 
 from thinker.errors import ConfigError
-from thinker.jobs.executor import Launch, WorkerRef, start_worker, worker_environment
+from thinker.files import write_json_atomically
+from thinker.jobs.executor import (
+    PARENT_ENV,
+    Launch,
+    WorkerRef,
+    start_worker,
+    worker_environment,
+)
 from thinker.runs import RunDir
 
 log = logging.getLogger(__name__)
 NAMESPACE = "thinker"
 REF_PREFIX = "ray:"  # a job row's `pid_start` for a worker on Ray: ray:<actor name>
 WORKER_REF_CHARS = 32  # the width of that column (store/tables.py)
-PLACEMENT_FILE = "placement.json"
 POLL_TIMEOUT_S = 5.0  # how long a poll waits for an actor that does not answer
 EXIT_GRACE_S = 30.0  # an actor outlives its worker this long, for the server to read the code
 
@@ -73,7 +81,10 @@ class WorkerProcess:
             "gpus": gpus,
         }
         run = RunDir(Path(run_dir))
-        (run.path / PLACEMENT_FILE).write_text(json.dumps(self.placement), encoding="utf-8")
+        write_json_atomically(run.placement, self.placement)
+        # The worker ends itself should this actor go (its node lost): else it would train on
+        # beside the attempt that resumes the job elsewhere (jobs/worker.py).
+        child_env[PARENT_ENV] = str(os.getpid())
         with open(run.log, "ab") as log_file:
             where = f"node {self.placement['node_ip']} ({self.placement['hostname']})"
             log_file.write(f"[ray] worker on {where}, GPUs {gpus or 'none'}\n".encode())
@@ -128,6 +139,11 @@ class RayExecutor:
         self._actor = ray.remote(max_restarts=0, max_task_retries=0)(WorkerProcess)
         self._waits: dict[str, Any] = {}  # job id -> the ObjectRef of its actor's `wait`
         self._names: dict[str, str] = {}  # job id -> its actor's name
+
+    def gpus(self) -> int:
+        """The cluster's GPUs now (Ray places each GPU job's actor on a node with one free,
+        so no node runs more GPU jobs than it has GPUs)."""
+        return int(self._ray.cluster_resources().get("GPU", 0))
 
     def launch(self, launch: Launch) -> WorkerRef:
         env = worker_environment(os.environ)
@@ -224,12 +240,3 @@ def _name_of(worker: WorkerRef) -> str | None:
     if worker.pid_start is None or not worker.pid_start.startswith(REF_PREFIX):
         return None
     return worker.pid_start[len(REF_PREFIX) :]
-
-
-def placement(run_dir: Path) -> dict[str, Any] | None:
-    """Where a job's worker runs, as its actor recorded it; None under the local executor."""
-    try:
-        value: dict[str, Any] = json.loads((run_dir / PLACEMENT_FILE).read_text("utf-8"))
-    except (FileNotFoundError, ValueError):
-        return None
-    return value

@@ -34,6 +34,7 @@ from thinker.data import dataset_sha256
 from thinker.errors import BackendError, CheckpointError, ConfigError, DatasetError, ThinkerError
 from thinker.files import is_disk_full, storage_error, write_json_atomically
 from thinker.jobs.events import append_event
+from thinker.jobs.executor import PARENT_ENV
 from thinker.jobs.states import JobState
 from thinker.pipeline.config import TrainingConfig, TrainingSection
 from thinker.pipeline.metadata import (
@@ -112,9 +113,20 @@ class _LogLines(io.TextIOBase):
 
 def _heartbeat(run_dir: Path, stop: threading.Event) -> None:
     path = RunDir(run_dir).heartbeat
+    parent = os.environ.get(PARENT_ENV)
     while not stop.is_set():
+        if parent is not None and os.getppid() != int(parent):
+            _orphaned(run_dir)
         path.touch()
         stop.wait(HEARTBEAT_EVERY_S)
+
+
+def _orphaned(run_dir: Path) -> None:
+    """The Ray actor that started this worker is gone (its node lost its Ray processes): the
+    server resumes the job elsewhere, so this attempt ends at once, with what it started."""
+    with contextlib.suppress(OSError), open(RunDir(run_dir).log, "a") as log_file:
+        log_file.write("[thinker] the Ray actor that started this worker is gone: stopping\n")
+    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 def _stop_requested(run_dir: Path) -> str | None:

@@ -92,6 +92,12 @@ class Job(Base):
     retryable: Mapped[bool | None] = mapped_column(Boolean)
     # The name of the API token that created it (a Tinker SDK run, auth on); None otherwise
     created_by: Mapped[str | None] = mapped_column(String(200))
+    # Times a lost worker (or node) is resumed from the last checkpoint without being asked,
+    # and how many of those were used
+    auto_resume: Mapped[int] = mapped_column(Integer, default=2, server_default="2")
+    auto_resumes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Where the current (or last) attempt's worker runs: executor, node, GPUs
+    placement: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class Model(Base):

@@ -1083,6 +1083,12 @@ export interface components {
              */
             algorithm: "dpo";
             /**
+             * Auto Resume
+             * @description Times the job is resumed from its last checkpoint, without being asked, when its worker or the node it runs on is lost (0: it stays interrupted).
+             * @default 2
+             */
+            auto_resume: number;
+            /**
              * Backend
              * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
              * @default local
@@ -1612,6 +1618,10 @@ export interface components {
             algorithm: string;
             /** Attempts */
             attempts: number;
+            /** Auto Resume */
+            auto_resume: number;
+            /** Auto Resumes */
+            auto_resumes: number;
             /** Backend */
             backend: string;
             /** Base Model */
@@ -1649,6 +1659,10 @@ export interface components {
             name: string;
             /** Parent Model Id */
             parent_model_id: string | null;
+            /** Placement */
+            placement: {
+                [key: string]: unknown;
+            } | null;
             /** Priority */
             priority: number;
             /** Progress */
@@ -1931,6 +1945,12 @@ export interface components {
              * @enum {string}
              */
             algorithm: "rlhf";
+            /**
+             * Auto Resume
+             * @description Times the job is resumed from its last checkpoint, without being asked, when its worker or the node it runs on is lost (0: it stays interrupted).
+             * @default 2
+             */
+            auto_resume: number;
             /**
              * Backend
              * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
@@ -2541,6 +2561,12 @@ export interface components {
              */
             algorithm: "rl";
             /**
+             * Auto Resume
+             * @description Times the job is resumed from its last checkpoint, without being asked, when its worker or the node it runs on is lost (0: it stays interrupted).
+             * @default 2
+             */
+            auto_resume: number;
+            /**
              * Backend
              * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
              * @default local
@@ -2801,6 +2827,12 @@ export interface components {
              * @enum {string}
              */
             algorithm: "sl";
+            /**
+             * Auto Resume
+             * @description Times the job is resumed from its last checkpoint, without being asked, when its worker or the node it runs on is lost (0: it stays interrupted).
+             * @default 2
+             */
+            auto_resume: number;
             /**
              * Backend
              * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).

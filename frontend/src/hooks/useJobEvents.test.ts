@@ -8,8 +8,9 @@ const job = {
   resource: 'cpu', device: null, step: 0, total_steps: null, progress: null, eta_s: null,
   attempts: 1, last_seq: 2, heartbeat_at: null, heartbeat_age_s: null, stale: false,
   created_at: '', started_at: null,
-  finished_at: null, created_by: null,
-} as Schemas['JobPublic']
+  finished_at: null, created_by: null, parent_model_id: null, retryable: false, report: null,
+  auto_resume: 2, auto_resumes: 0, placement: null,
+} satisfies Schemas['JobPublic'] as Schemas['JobPublic']
 
 const event = (seq: number, type: string, data: Record<string, unknown>): JobEvent => ({
   job_id: 'job_1', seq, time: 0, type, data,
@@ -44,6 +45,21 @@ describe('applyJobEvent', () => {
     next = applyJobEvent(next, event(5, 'heartbeat', { stale: true, silent_s: 40 }))
     next = applyJobEvent(next, event(6, 'state', { state: 'interrupted', reason: 'no heartbeat' }))
     expect(next).toMatchObject({ state: 'interrupted', stale: false, heartbeat_age_s: null })
+  })
+
+  test('each attempt: its placement, a lost node, an automatic resume, the next start', () => {
+    const where = { executor: 'ray', hostname: 'host-b', node_ip: '10.0.0.5', node_id: 'n1', gpus: ['0', '1'] }
+    let next = applyJobEvent(job, event(3, 'placement', { ...where, attempt: 1 }))
+    expect(next?.placement).toEqual(where)
+    next = applyJobEvent(next, event(4, 'state', { state: 'interrupted', reason: 'node lost', log_tail: '' }))
+    expect(next).toMatchObject({ state: 'interrupted', reason: 'node lost', placement: where })
+    next = applyJobEvent(next, event(5, 'state', { state: 'queued', resumed: true, auto: { retry: 1, of: 2, after: 'node lost' } }))
+    expect(next).toMatchObject({ state: 'queued', auto_resumes: 1, placement: null })
+    next = applyJobEvent(next, event(6, 'state', { state: 'starting', device: 'cuda:0', attempt: 2 }))
+    expect(next).toMatchObject({ state: 'starting', attempts: 2, auto_resumes: 1 })
+    // a person's resume uses no retry
+    next = applyJobEvent({ ...job, state: 'paused', auto_resumes: 1 }, event(7, 'state', { state: 'queued', resumed: true }))
+    expect(next?.auto_resumes).toBe(1)
   })
 
   test('nothing to update without a cached job', () => {

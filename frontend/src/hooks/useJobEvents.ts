@@ -25,6 +25,11 @@ export function applyJobEvent(job: Job | undefined, event: JobEvent): Job | unde
   if (event.type === 'state' && typeof d.state === 'string') {
     next.state = d.state as JobState
     if (typeof d.reason === 'string') next.reason = d.reason
+    // Each attempt is placed anew: queued again or starting, the last placement is gone.
+    if (next.state === 'queued' || next.state === 'starting') next.placement = null
+    if (next.state === 'starting' && typeof d.attempt === 'number') next.attempts = d.attempt
+    const auto = d.auto as { retry?: unknown } | undefined
+    if (next.state === 'queued' && typeof auto?.retry === 'number') next.auto_resumes = auto.retry
     // as JobPublic computes it: resume helps a paused or interrupted job, and a failed one
     // unless its worker said the failure will repeat
     next.retryable = next.state === 'paused' || next.state === 'interrupted' || (next.state === 'failed' && d.retryable !== false)
@@ -32,6 +37,10 @@ export function applyJobEvent(job: Job | undefined, event: JobEvent): Job | unde
       next.stale = false
       next.heartbeat_age_s = null
     }
+  } else if (event.type === 'placement' && typeof d.executor === 'string') {
+    // where this attempt's worker was placed (the event also names the attempt)
+    const { attempt: _attempt, ...placement } = d
+    next.placement = placement
   } else if (event.type === 'heartbeat' && typeof d.stale === 'boolean') {
     // the server says the worker went silent past heartbeat_timeout_s, or beats again
     next.stale = d.stale
@@ -86,6 +95,8 @@ export function useJobEvents(jobId: string | undefined): { logs: string[]; conne
       } else if (event.type === 'checkpoint' || event.type === 'state') {
         client.invalidateQueries({ queryKey: ['models'] })
         client.invalidateQueries({ queryKey: ['jobs'] })
+      } else if (event.type === 'placement') {
+        client.invalidateQueries({ queryKey: ['jobs', jobId, 'history'] })
       }
     }
     const onEvents = (events: JobEvent[]) => events.forEach(onEvent)

@@ -68,6 +68,13 @@ class JobCreateFields(JobProposalFields):
         description='Left out: "<dataset>-<algorithm>"; made unique either way.',
     )
     priority: StrictInt = Field(0, ge=-100, le=100, description="Higher starts first.")
+    auto_resume: StrictInt = Field(
+        2,
+        ge=0,
+        le=10,
+        description="Times the job is resumed from its last checkpoint, without being asked, "
+        "when its worker or the node it runs on is lost (0: it stays interrupted).",
+    )
 
 
 # The bodies as the OpenAPI document shows them: one model per algorithm, with its typed
@@ -127,6 +134,9 @@ class JobPublic(BaseModel):
     progress: float | None  # step / total_steps
     eta_s: float | None  # seconds left at the pace so far
     attempts: int
+    auto_resume: int  # times a lost worker is resumed without being asked
+    auto_resumes: int  # of those, used
+    placement: dict[str, Any] | None  # where the current or last attempt runs: node, GPUs
     last_seq: int  # the last event number applied: where a live stream continues from
     parent_model_id: str | None  # the library model it continues from (None: a fresh adapter)
     report: dict[str, Any] | None  # when it ended: did it learn (held-out vs base, warnings)
@@ -179,6 +189,9 @@ _PLAIN = [
     "step",
     "total_steps",
     "attempts",
+    "auto_resume",
+    "auto_resumes",
+    "placement",
     "last_seq",
     "parent_model_id",
     "report",

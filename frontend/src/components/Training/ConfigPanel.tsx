@@ -1,8 +1,10 @@
 // The job as it runs: top-level fields and its config (the request's settings, with the
 // server's proposal filled in for those it left out).
+import { autoResumeUse, parsePlacement, placementText } from './attempts'
 import type { Job } from './queries'
 
 export function ConfigPanel({ job }: { job: Job }) {
+  const placement = parsePlacement(job.placement)
   const top = {
     algorithm: job.algorithm,
     backend: job.backend,
@@ -13,6 +15,8 @@ export function ConfigPanel({ job }: { job: Job }) {
     resource: job.resource,
     device: job.device,
     attempts: job.attempts,
+    auto_resume: autoResumeUse(job),
+    placement: placement && placementText(placement),
   }
   return (
     <div className="grid gap-4 lg:grid-cols-[minmax(0,1fr)_minmax(0,2fr)]">

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import type { JobProposal } from './contract'
 import type { Job } from './queries'
-import { buildJobRequest, formErrors, formFromJob, initialForm, proposalRequest } from './jobRequest'
+import { autoResumeError, buildJobRequest, formErrors, formFromJob, initialForm, proposalRequest } from './jobRequest'
 import { job } from './testing'
 
 const stage = (s: 'sl' | 'rm' | 'rl', train: number) => ({ stage: s, rows: train + 10, train_rows: train, steps: 5, config: {}, why: [] })
@@ -37,6 +37,27 @@ describe('the new-job form', () => {
   test('empty fields are left out of the request: the server proposes them', () => {
     const { body } = buildJobRequest({ ...initialForm('sl'), datasetId: 'ds_1', params: { batch_size: '8', num_epochs: '' } })
     expect(body?.config).toEqual({ batch_size: 8 })
+  })
+
+  test('auto-resume retries: 2 by default (the server\'s), sent as auto_resume, 0 to 10 whole', () => {
+    const form = { ...initialForm('sl'), datasetId: 'ds_1' }
+    expect(form.autoResume).toBe('2')
+    expect(buildJobRequest(form).body).toMatchObject({ auto_resume: 2 })
+    expect(buildJobRequest({ ...form, autoResume: '0' }).body).toMatchObject({ auto_resume: 0 })
+    expect(buildJobRequest({ ...form, autoResume: ' 10 ' }).body).toMatchObject({ auto_resume: 10 })
+    // empty: left out, the server's default applies
+    expect(buildJobRequest({ ...form, autoResume: '' }).body).not.toHaveProperty('auto_resume')
+    for (const [raw, message] of [['11', 'Must be at most 10.'], ['-1', 'Must be at least 0.'], ['1.5', 'Must be a whole number.'], ['two', '"two" is not a number.']]) {
+      expect(autoResumeError({ ...form, autoResume: raw })).toBe(message)
+      expect(buildJobRequest({ ...form, autoResume: raw })).toEqual({ body: null, problems: [`auto_resume: ${message}`] })
+    }
+    // the proposal is asked all the same: auto_resume is not part of it
+    expect(proposalRequest({ ...form, autoResume: '11' }, {})).toEqual({ algorithm: 'sl', backend: 'local', base_model: 'thinker/tiny', dataset_id: 'ds_1', config: {} })
+  })
+
+  test('a new job from an ended one keeps its auto-resume retries', () => {
+    expect(formFromJob(job({ state: 'failed', auto_resume: 0 }) as Job).autoResume).toBe('0')
+    expect(formFromJob(job({ state: 'failed', auto_resume: 5 }) as Job).autoResume).toBe('5')
   })
 
   test('from an RLHF job: stage fields, stage datasets, the rest in the JSON editor; no paths', () => {

@@ -2,7 +2,7 @@
 // an empty field is left out so the server's proposal applies. The JSON editor's object is
 // merged last (deeply, so {"rl": {"max_tokens": 12}} keeps the form's other rl keys).
 import type { Schemas } from '../../api/client'
-import { configField, configSchema, RLHF_STAGES, type ConfigSchema, type RlhfStage, type Stage } from '../../api/jobConfig'
+import { bodySchema, configField, configSchema, RLHF_STAGES, type ConfigSchema, type RlhfStage, type Stage } from '../../api/jobConfig'
 import { PARAMS, RLHF_STAGE_PARAMS, type Algorithm, type ParamSpec } from './algorithms'
 import type { JobProposal, ProposalRequest } from './contract'
 import type { Job } from './queries'
@@ -23,6 +23,16 @@ export interface FormState {
   /** RLHF stage fields, keyed "sl.learning_rate" etc. */
   stageParams: Fields
   extraJson: string
+  /** Times the job resumes by itself when its worker or node is lost (request's auto_resume). */
+  autoResume: string
+}
+
+/** The request's own auto_resume field: its default and bounds, from the server's schema. */
+const autoResumeField = (algorithm: Algorithm) => configField(bodySchema(algorithm), 'auto_resume')
+
+/** Why the auto-resume field cannot be sent, or null (empty: the server's default). */
+export function autoResumeError(f: Pick<FormState, 'algorithm' | 'autoResume'>): string | null {
+  return checkNumber(f.autoResume, ruleOf(bodySchema(f.algorithm), 'auto_resume'))
 }
 
 /** Every hyperparameter starts empty: the server proposes it from the data. */
@@ -38,12 +48,14 @@ export function initialForm(algorithm: Algorithm = 'sl'): FormState {
     params: {},
     stageParams: {},
     extraJson: '{}',
+    autoResume: text(autoResumeField(algorithm)?.default) ?? '',
   }
 }
 
 type Json = Record<string, unknown>
 
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+const text = (v: unknown): string | null => (typeof v === 'number' || typeof v === 'string' ? String(v) : null)
 
 export function deepMerge(a: Json, b: Json): Json {
   const out: Json = { ...a }
@@ -88,6 +100,8 @@ export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | nu
   }
   config = deepMerge(config, extra)
   if (!f.baseModel.trim()) problems.push('base_model: required')
+  const autoResume = autoResumeError(f)
+  if (autoResume) problems.push(`auto_resume: ${autoResume}`)
   if (problems.length) return { body: null, problems }
   const body = {
     algorithm: f.algorithm,
@@ -95,6 +109,7 @@ export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | nu
     base_model: f.baseModel.trim(),
     dataset_id: f.datasetId || null,
     priority: 0,
+    ...(f.autoResume.trim() ? { auto_resume: Number(f.autoResume.trim()) } : {}),
     ...(f.name.trim() ? { name: f.name.trim() } : {}),
     config,
   }
@@ -133,7 +148,7 @@ export function proposalRequest(f: FormState, errors: Readonly<Record<string, st
   if (f.algorithm === 'rlhf' && !(f.rmDatasetId && f.rlDatasetId)) return null
   const blank = (fields: Fields, prefix: string) =>
     Object.fromEntries(Object.entries(fields).filter(([k]) => !((prefix + k) in errors)))
-  const valid: FormState = { ...f, params: blank(f.params, ''), stageParams: blank(f.stageParams, ''), extraJson: '{}' }
+  const valid: FormState = { ...f, params: blank(f.params, ''), stageParams: blank(f.stageParams, ''), extraJson: '{}', autoResume: '' }
   const { body } = buildJobRequest(valid)
   const request = {
     algorithm: f.algorithm,
@@ -147,8 +162,6 @@ export function proposalRequest(f: FormState, errors: Readonly<Record<string, st
 
 /** Keys the server sets (paths, the top-level fields): never copied into a new request. */
 const NOT_COPIED = new Set(['dataset', 'eval_dataset', 'log_path', 'init_from', 'reference_path', 'algorithm', 'backend', 'base_model'])
-
-const text = (v: unknown): string | null => (typeof v === 'number' || typeof v === 'string' ? String(v) : null)
 
 /** Split one config section into the form's fields and the rest (for the JSON editor). */
 function splitSection(config: Json, specs: readonly ParamSpec[], prefix: string, fields: Fields): Json {
@@ -166,11 +179,13 @@ function splitSection(config: Json, specs: readonly ParamSpec[], prefix: string,
 /** A new job's form with an ended job's settings: same data, same start model, same config. */
 export function formFromJob(job: Job): FormState {
   const algorithm = job.algorithm as Algorithm
+  const initial = initialForm(algorithm)
   const form: FormState = {
-    ...initialForm(algorithm),
+    ...initial,
     backend: job.backend === 'tinker' ? 'tinker' : 'local',
     baseModel: job.parent_model_id ?? job.base_model,
     datasetId: job.dataset_id ?? '',
+    autoResume: text(job.auto_resume) ?? initial.autoResume,
   }
   const config = job.config as Json
   let extra: Json

@@ -6,6 +6,7 @@ import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tansta
 import { useEffect, useState } from 'react'
 import { api, unwrap, type Schemas } from '../../api/client'
 import { isLive, type JobState } from '../../api/vocabulary'
+import type { HistoryEvent } from './attempts'
 import { problemsOf, unwrapProblems, type ProposalRequest } from './contract'
 
 export type Job = Schemas['JobPublic']
@@ -68,6 +69,47 @@ export function useJobLogs(jobId: string) {
     queryFn: async () =>
       unwrap(await api.GET('/api/jobs/{job_id}/logs', { params: { path: { job_id: jobId }, query: { tail: 200 } } })),
     staleTime: Infinity,
+  })
+}
+
+/** A job's state and placement events (its attempts), and the last seq read. */
+export interface JobHistory {
+  events: HistoryEvent[]
+  lastSeq: number
+}
+
+const HISTORY_TYPES = new Set(['state', 'placement'])
+const EVENTS_PAGE = 10_000
+
+/** The state and placement events after `held`'s: GET /events returns every event (metrics
+ * and log lines too), so only what is new is asked for, and only these two kinds are kept. */
+export async function fetchJobHistory(jobId: string, held?: JobHistory): Promise<JobHistory> {
+  const events = [...(held?.events ?? [])]
+  let after = held?.lastSeq ?? 0
+  for (;;) {
+    const page = unwrap(
+      await api.GET('/api/jobs/{job_id}/events', {
+        params: { path: { job_id: jobId }, query: { after_seq: after, limit: EVENTS_PAGE } },
+      }),
+    )
+    const rows = page.data as unknown as HistoryEvent[]
+    events.push(...rows.filter((e) => HISTORY_TYPES.has(e.type)))
+    const last = rows.at(-1)?.seq ?? after
+    // A short page is the end: everything up to the job's last_seq when it was read.
+    if (rows.length < EVENTS_PAGE || last >= page.last_seq) return { events, lastSeq: Math.max(after, page.last_seq) }
+    after = last
+  }
+}
+
+/** The job's history of attempts, read only when `enabled` (see mayHaveAttempts). Under
+ * ['jobs', id]: each state event refetches it (useJobEvents), which reads only what is new. */
+export function useJobHistory(jobId: string, enabled: boolean) {
+  const client = useQueryClient()
+  const key = ['jobs', jobId, 'history']
+  return useQuery({
+    queryKey: key,
+    enabled,
+    queryFn: () => fetchJobHistory(jobId, client.getQueryData<JobHistory>(key)),
   })
 }
 

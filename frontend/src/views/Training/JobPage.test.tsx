@@ -42,9 +42,14 @@ afterEach(() => {
 
 const ev = (seq: number, type: string, data: Record<string, unknown>) => ({ job_id: 'job_1', seq, time: 1, type, data })
 
-function serveJob(overrides: Record<string, unknown> = {}, models: unknown[] = []) {
-  answer(fetchMock, {
+function serveJob(overrides: Record<string, unknown> = {}, models: unknown[] = [], events: unknown[] = []) {
+  return answer(fetchMock, {
     'GET /api/jobs/job_1': () => ({ body: job(overrides) }),
+    'GET /api/jobs/job_1/events': (q) => {
+      const after = Number(q.get('after_seq') ?? 0)
+      const data = (events as { seq: number }[]).filter((e) => e.seq > after)
+      return { body: { data, last_seq: Math.max(after, ...data.map((e) => e.seq)) } }
+    },
     'GET /api/jobs/job_1/metrics': () => ({
       body: { data: [{ step: 1, train_mean_nll: 5.9, learning_rate: 0.003 }, { step: 2, train_mean_nll: 4.1, learning_rate: 0.003 }], count: 2, next_offset: null },
     }),
@@ -158,6 +163,81 @@ describe('job page', () => {
     renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
     expect(await screen.findByTestId('parent-model')).toHaveTextContent('continues from mdl_parent')
     expect(screen.getByRole('link', { name: 'mdl_parent' })).toHaveAttribute('href', '/models/mdl_parent')
+  })
+})
+
+describe('where it runs, and its attempts', () => {
+  const RAY_B = { executor: 'ray', hostname: 'host-b', node_ip: '10.0.0.5', node_id: 'n-b', gpus: ['0', '1'] }
+  const RAY_C = { executor: 'ray', hostname: 'host-c', node_ip: '10.0.0.6', node_id: 'n-c', gpus: ['2'] }
+  const history = () => [
+    ev(1, 'state', { state: 'queued' }),
+    ev(2, 'state', { state: 'starting', device: 'cuda:0', attempt: 1 }),
+    ev(3, 'placement', { ...RAY_B, attempt: 1 }),
+    ev(4, 'state', { state: 'running' }),
+    ev(5, 'metrics', { step: 1, metrics: { train_mean_nll: 5.9 } }),
+    ev(6, 'state', { state: 'interrupted', reason: 'the Ray node 10.0.0.5 (host-b) was lost', log_tail: 'step 1 ok' }),
+    ev(7, 'state', { state: 'queued', resumed: true, auto: { retry: 1, of: 2, after: 'the Ray node 10.0.0.5 (host-b) was lost' } }),
+    ev(8, 'state', { state: 'starting', device: 'cuda:0', attempt: 2 }),
+    ev(9, 'placement', { ...RAY_C, attempt: 2 }),
+    ev(10, 'state', { state: 'running' }),
+  ]
+
+  test('a job with one attempt: where it runs, no attempts panel, and no history read', async () => {
+    serveJob({ placement: RAY_B })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByTestId('job-placement')).toHaveTextContent('Runs on node 10.0.0.5 (host-b) · GPUs 0,1 · Ray')
+    expect(screen.queryByRole('table', { name: 'attempts' })).toBeNull()
+    expect(fetchMock.mock.calls.some(([r]) => r instanceof Request && r.url.includes('/events'))).toBe(false)
+  })
+
+  test('a local CPU job says so; none is shown before the worker is placed', async () => {
+    serveJob({ placement: { executor: 'local', hostname: 'box', gpus: [] } })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByTestId('job-placement')).toHaveTextContent(/^local · CPU$/)
+    cleanup()
+    serveJob({ placement: null })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    await screen.findByTestId('job-progress')
+    expect(screen.queryByTestId('job-placement')).toBeNull()
+  })
+
+  test('a node lost and resumed by itself: each attempt, where it ran, how it ended, and live', async () => {
+    const events = history()
+    const seen = serveJob({ attempts: 2, auto_resumes: 1, auto_resume: 2, placement: RAY_C, last_seq: 10 }, [], events)
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    const table = await screen.findByRole('table', { name: 'attempts' })
+    expect(screen.getByTestId('attempts-summary')).toHaveTextContent('2 attempts · auto-resume: used 1 of 2')
+    expect(screen.getByTestId('job-placement')).toHaveTextContent('Runs on node 10.0.0.6 (host-c) · GPU 2 · Ray')
+    const first = screen.getByTestId('attempt-1')
+    expect(first).toHaveTextContent('node 10.0.0.5 (host-b) · GPUs 0,1 · Ray')
+    expect(first).toHaveTextContent('interrupted')
+    expect(first).toHaveTextContent('the Ray node 10.0.0.5 (host-b) was lost')
+    expect(first).toHaveTextContent('resumed automatically, retry 1 of 2')
+    const second = screen.getByTestId('attempt-2')
+    expect(second).toHaveTextContent('node 10.0.0.6 (host-c) · GPU 2 · Ray')
+    expect(second).toHaveTextContent('running')
+    expect(table.querySelectorAll('tbody tr')).toHaveLength(2)
+
+    // live: the second attempt's worker is lost too; a person resumes it; it is placed again
+    // (the server writes the events, then sends them)
+    const next = [
+      ev(11, 'state', { state: 'interrupted', reason: 'the worker (pid 7) exited with code -9 before the job finished', log_tail: '' }),
+      ev(12, 'state', { state: 'queued', resumed: true }),
+      ev(13, 'state', { state: 'starting', device: 'cuda:0', attempt: 3 }),
+      ev(14, 'placement', { ...RAY_B, attempt: 3 }),
+    ]
+    events.push(...next)
+    act(() => socket.serverSends('job_events', next))
+    expect(await screen.findByTestId('attempt-3')).toHaveTextContent('node 10.0.0.5 (host-b) · GPUs 0,1 · Ray')
+    expect(screen.getByTestId('attempt-2')).toHaveTextContent('exited with code -9')
+    expect(screen.getByTestId('attempt-2')).toHaveTextContent('resumed by a person')
+    expect(screen.getByTestId('attempts-summary')).toHaveTextContent('3 attempts · auto-resume: used 1 of 2')
+    expect(screen.getByTestId('job-placement')).toHaveTextContent('node 10.0.0.5 (host-b)')
+    // the history was read once, then only what was new
+    const reads = seen.filter((r) => r.startsWith('GET /api/jobs/job_1/events'))
+    expect(reads[0]).toBe('GET /api/jobs/job_1/events?after_seq=0&limit=10000')
+    expect(reads.length).toBeGreaterThan(1)
+    expect(reads.slice(1).every((r) => !r.includes('after_seq=0'))).toBe(true)
   })
 })
 

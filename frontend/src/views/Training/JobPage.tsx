@@ -2,12 +2,14 @@
 // (useJobEvents patches the query cache); charts, rollouts, log, checkpoints and config below.
 import { useEffect, useState } from 'react'
 import { Link, useParams } from 'react-router-dom'
-import { isLive } from '../../api/vocabulary'
+import { isActive, isLive } from '../../api/vocabulary'
 import { Empty, ErrorState, Loading } from '../../components/ui/States'
 import { ProgressBar, StatusLed } from '../../components/ui/Status'
 import { ALGORITHM_BY_ID, type Algorithm } from '../../components/Training/algorithms'
 import { isSdkRun } from '../../components/Training/sdkRun'
 import { SdkRunBadge } from '../../components/Training/SdkRunBadge'
+import { AttemptsPanel } from '../../components/Training/AttemptsPanel'
+import { parsePlacement, placementText, placementTitle } from '../../components/Training/attempts'
 import { Checkpoints } from '../../components/Training/Checkpoints'
 import { ConfigPanel } from '../../components/Training/ConfigPanel'
 import { JobControls } from '../../components/Training/JobControls'
@@ -68,6 +70,19 @@ function StaleBadge({ ageS }: { ageS: number }) {
   )
 }
 
+/** Where the current (or last) attempt's worker runs: "Runs on node 10.0.0.5 (host-b) · GPUs 0,1 · Ray". */
+function PlacementLine({ job }: { job: Job }) {
+  const placement = parsePlacement(job.placement)
+  if (!placement) return null
+  const verb = isActive(job.state) ? 'Runs on' : 'Ran on'
+  return (
+    <span className="text-xs text-neutral-400" data-testid="job-placement" title={placementTitle(placement)}>
+      {placement.executor === 'local' ? '' : `${verb} `}
+      <span className="font-mono text-neutral-300">{placementText(placement)}</span>
+    </span>
+  )
+}
+
 function Header({ job, connected, stage, eta }: { job: Job; connected: boolean; stage: string | null; eta: number | null }) {
   const algo = ALGORITHM_BY_ID[job.algorithm as Algorithm]
   return (
@@ -88,6 +103,7 @@ function Header({ job, connected, stage, eta }: { job: Job; connected: boolean; 
               </span>
             )}
             <Chip>{job.backend}</Chip>
+            <PlacementLine job={job} />
             {job.dataset_id && <Link to={`/datasets/${job.dataset_id}`}><Chip>dataset {job.dataset_id}</Chip></Link>}
             <span className="font-mono text-xs text-neutral-600">{job.id}</span>
           </div>
@@ -143,6 +159,7 @@ export function JobPage() {
       <Header job={j} connected={connected} eta={smoothedEta(j, metrics.data?.data ?? [])} stage={j.algorithm === 'rlhf' ? (sortStages(stages).at(-1)?.stage ?? null) : null} />
       {j.state === 'failed' && <FailureCard job={j} />}
       <ReportPanel job={j} onCheckpoints={() => setTab('checkpoints')} />
+      <AttemptsPanel job={j} />
       <Tabs tabs={tabs} value={tab} onChange={setTab} />
       {tab === 'metrics' &&
         (metrics.isLoading ? (

@@ -71,6 +71,28 @@ describe('the advanced form refuses what it cannot use', () => {
     expect((created[0] as { config: object }).config).toEqual({ eval_every: 0, batch_size: 8 })
   })
 
+  test('auto-resume retries: 2 unless changed, checked as typed, sent as auto_resume', async () => {
+    const user = userEvent.setup()
+    renderAt(<NewJobPage />, '/training/new', '/training/new')
+    await user.selectOptions(await screen.findByLabelText(/^Dataset/), 'ds_1')
+    const field = input(/^Auto-resume retries/)
+    expect(field).toHaveValue('2')
+    expect(screen.getByText('Times the job resumes from its last checkpoint by itself when its worker or node is lost.')).toBeInTheDocument()
+    expect(screen.getByTestId('request-preview')).toHaveTextContent('"auto_resume": 2')
+    const queue = screen.getByRole('button', { name: 'Queue the job' })
+    await user.clear(field)
+    await user.type(field, '11')
+    expect(field).toHaveAttribute('aria-invalid', 'true')
+    expect(document.getElementById(field.getAttribute('aria-describedby') ?? '')).toHaveTextContent('Must be at most 10.')
+    expect(queue).toBeDisabled()
+    await user.clear(field)
+    await user.type(field, '0')
+    expect(queue).toBeEnabled()
+    await user.click(queue)
+    await waitFor(() => expect(created).toHaveLength(1))
+    expect(created[0]).toMatchObject({ auto_resume: 0 })
+  })
+
   test('the base model is free text; a 422 about it shows on the field', async () => {
     const user = userEvent.setup()
     renderAt(<NewJobPage />, '/training/new', '/training/new')

@@ -6,12 +6,13 @@ import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router-dom'
 import { ErrorState, Loading } from '../../components/ui/States'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
-import { configSchema, datasetKinds, RLHF_STAGES } from '../../api/jobConfig'
+import { bodySchema, configField, configSchema, datasetKinds, RLHF_STAGES } from '../../api/jobConfig'
 import { ALGORITHMS, PARAMS, RLHF_STAGE_PARAMS, type Algorithm } from '../../components/Training/algorithms'
 import { problemsAbout, type JobProposal, type ProblemsError } from '../../components/Training/contract'
 import { BaseModelField, DatasetSelect, ParamField } from '../../components/Training/fields'
-import { buildJobRequest, formErrors, formFromJob, initialForm, proposalRequest, type FormState } from '../../components/Training/jobRequest'
+import { autoResumeError, buildJobRequest, formErrors, formFromJob, initialForm, proposalRequest, type FormState } from '../../components/Training/jobRequest'
 import { useBaseModels, useCreateJob, useDatasets, useDebounced, useJob, useProposal, type CreateJobError, type Job } from '../../components/Training/queries'
+import { NumberField } from '../../components/ui/fields'
 import { Warning } from '../../components/ui/Warning'
 
 export function NewJobPage() {
@@ -59,6 +60,8 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
     problemsAbout(serverProblems, 'base_model')[0] ??
     problemsAbout(proposalProblems, 'base_model')[0] ??
     null
+  const autoResume = configField(bodySchema(form.algorithm), 'auto_resume')
+  const autoResumeProblem = autoResumeError(form) ?? problemsAbout(serverProblems, 'auto_resume')[0] ?? null
   const localProblems = [...Object.entries(errors).map(([k, m]) => `${k}: ${m}`), ...preview.problems]
   const canSubmit = localProblems.length === 0 && preview.body !== null && !create.isPending
 
@@ -180,6 +183,21 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
                   </div>
                 </div>
               ))}
+          </section>
+
+          <section className="card" aria-label="recovery">
+            <div className="max-w-xs">
+              <NumberField
+                id="nj-auto-resume"
+                label="Auto-resume retries"
+                help={<>{autoResume?.description} From {String(autoResume?.schema.minimum)} to {String(autoResume?.schema.maximum)}.</>}
+                value={form.autoResume}
+                onChange={(v) => set({ autoResume: v })}
+                error={autoResumeProblem}
+                placeholder={autoResume ? `default: ${String(autoResume.default)}` : undefined}
+              />
+            </div>
+            <p className="mt-1 text-xs text-neutral-500">Times the job resumes from its last checkpoint by itself when its worker or node is lost.</p>
           </section>
 
           <section className="card">
