@@ -11,7 +11,7 @@ import contextlib
 import gc
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +29,7 @@ from torch import Tensor
 from transformers import PreTrainedTokenizerBase
 
 from thinker.engine.futures import ClientFuture, EngineFuture, OrderedExecutor, Serial
-from thinker.engine.local import checkpoints, decode, fast, memory, prefix
+from thinker.engine.local import checkpoints, data_parallel, decode, fast, memory, prefix
 from thinker.engine.local.checkpoints import CheckpointPath
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
 from thinker.engine.local.models import COMPILED_ATTR, ROOMY_ATTR, Placement, load_base_model
@@ -92,6 +92,10 @@ class LocalTrainingClient:
             setattr(model, CHECKPOINTING_ATTR, memory.Checkpointing(every=1 if always else 0))
         self._explained = {self._checkpointing}
         self._forward_in_training_graph = compiled_without_dropout(model)
+        # One rank of a data-parallel run (data_parallel.py), or None: the whole batch here.
+        self._group = data_parallel.Group.current()
+        if self._group is not None:
+            self._group.broadcast(self._params)
 
     # ---- the Tinker TrainingClient interface -------------------------------------------
     def forward(
@@ -458,10 +462,29 @@ class LocalTrainingClient:
         config: Mapping[str, float] | None,
         backward: bool,
     ) -> types.ForwardBackwardOutput:
-        """The call in passes that fit memory. When the device runs out of memory anyway (an
-        estimate off, another process), the gradients go back to what they were before the
-        call, the budget halves (more passes, more layers checkpointed) and the call runs
-        again; at most OOM_RETRIES times, then an error that says what to change."""
+        """A loss call; one rank of a data-parallel run takes its share of the datums and
+        returns every rank's logprobs, and the loss summed over the ranks."""
+        group = self._group
+        here = data if group is None else group.share(data)
+        logprobs, total = self._loss_here(here, loss_fn, config, backward)
+        if group is not None:  # every rank's logprobs, in order; the loss summed
+            logprobs, total = group.gather(logprobs, len(data)), group.sum(total)
+        return _output(logprobs, {"loss:sum": total})
+
+    def _loss_here(
+        self,
+        data: list[types.Datum],
+        loss_fn: str,
+        config: Mapping[str, float] | None,
+        backward: bool,
+    ) -> tuple[list[Tensor], float]:
+        """The datums this process runs: their logprobs and summed loss, in passes that fit
+        memory. When the device runs out of memory anyway (an estimate off, another process),
+        the gradients go back to what they were before the call, the budget halves (more
+        passes, more layers checkpointed) and the call runs again; at most OOM_RETRIES times,
+        then an error that says what to change."""
+        if not data:  # a rank with no share of a small batch
+            return [], 0.0
         # The gradients of earlier calls (accumulating to one step), to go back to; a
         # forward-only call leaves them alone.
         before = [g.clone() if g is not None and backward else g for g in self._grads()]
@@ -497,7 +520,7 @@ class LocalTrainingClient:
         loss_fn: str,
         config: Mapping[str, float] | None,
         backward: bool,
-    ) -> types.ForwardBackwardOutput:
+    ) -> tuple[list[Tensor], float]:
         fn = get_loss_fn(loss_fn, config)
         config = dict(config or {})
         device = self._placement.device
@@ -531,7 +554,7 @@ class LocalTrainingClient:
                         loss.backward()
                 logprobs += [lp.detach() for lp in part]
                 total += loss.detach()
-        return _output(logprobs, {"loss:sum": float(total)})
+        return logprobs, float(total)
 
     def _passes(self, data: list[types.Datum], with_graph: bool) -> list[tuple[int, int]]:
         """Consecutive ranges of `data`, each within the tokens one pass that keeps its
@@ -592,16 +615,24 @@ class LocalTrainingClient:
     ) -> types.ForwardBackwardOutput:
         # As on Tinker: the user's function sees detached fp32 CPU logprobs; its gradient with
         # respect to them is then pushed back through the model's graph in one backward pass.
+        # One rank of several runs its share of the datums and gives the function everyone's.
         self._model.train(True)
-        logprobs = self._logprobs(data)
-        leaves = [lp.detach().float().cpu().requires_grad_(True) for lp in logprobs]
+        group = self._group
+        mine = list(range(len(data))) if group is None else group.share(range(len(data)))
+        logprobs = self._logprobs([data[i] for i in mine]) if mine else []
+        every = logprobs if group is None else group.gather(logprobs, len(data))
+        leaves = [lp.detach().float().cpu().requires_grad_(True) for lp in every]
         loss, metrics = loss_fn(data, leaves)
         loss.backward()
-        grads = [leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for leaf in leaves]
+        grads = [leaves[i].grad for i in mine]
         torch.autograd.backward(
-            logprobs, [g.to(lp.device, lp.dtype) for g, lp in zip(grads, logprobs, strict=True)]
+            logprobs,
+            [
+                g.to(lp.device, lp.dtype) if g is not None else torch.zeros_like(lp)
+                for g, lp in zip(grads, logprobs, strict=True)
+            ],
         )
-        return _output(logprobs, {**metrics, "loss:sum": float(loss.detach().sum())})
+        return _output(every, {**metrics, "loss:sum": float(loss.detach().sum())})
 
     def _run_optim_step(self, params: types.AdamParams) -> types.OptimStepResponse:
         for group in self._optimizer.param_groups:
@@ -611,6 +642,8 @@ class LocalTrainingClient:
                 eps=params.eps,
                 weight_decay=params.weight_decay,
             )
+        if self._group is not None:  # the batch's gradient: every rank's share summed
+            self._group.sum_gradients(self._params)
         max_norm = params.grad_clip_norm if params.grad_clip_norm > 0 else float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
         self._optimizer.step()
@@ -648,10 +681,26 @@ class LocalTrainingClient:
             if kind == "weights":
                 torch.save(self._optimizer.state_dict(), tmp / OPTIMIZER_FILE)
 
-        checkpoints.write_atomically(
-            path.directory(self._storage_dir), write, meta, overwrite, ttl_seconds
-        )
+        with self._rank_zero_writes() as writes:
+            if writes:
+                checkpoints.write_atomically(
+                    path.directory(self._storage_dir), write, meta, overwrite, ttl_seconds
+                )
         return str(path)
+
+    @contextlib.contextmanager
+    def _rank_zero_writes(self) -> Iterator[bool]:
+        """Around a checkpoint's writing: rank 0 of a data-parallel run writes it (the ranks
+        hold the same weights), the others wait until it is there. Yields whether this
+        process writes."""
+        group = self._group
+        if group is None:
+            yield True
+            return
+        try:
+            yield group.rank == 0
+        finally:
+            group.barrier()
 
     def _save_external(self, name: str, ttl_seconds: int | None = None) -> str:
         path = CheckpointPath(self.run_id, "external_weights", name)
@@ -673,9 +722,11 @@ class LocalTrainingClient:
                 peft_model.merge_and_unload().save_pretrained(str(tmp), max_shard_size="5GB")
             self._tokenizer.save_pretrained(str(tmp))
 
-        checkpoints.write_atomically(
-            path.directory(self._storage_dir), write, meta, ttl_seconds=ttl_seconds
-        )
+        with self._rank_zero_writes() as writes:
+            if writes:
+                checkpoints.write_atomically(
+                    path.directory(self._storage_dir), write, meta, ttl_seconds=ttl_seconds
+                )
         return str(path)
 
     def _adapter_snapshot(self) -> dict[str, Tensor]:

@@ -1,0 +1,98 @@
+"""Data parallelism for the local engine's LoRA training: one process per device, each with the
+whole model, through torch.distributed (NCCL on CUDA, gloo on the CPU).
+
+A training client made in a process group of N ranks (torch.distributed initialised, by
+torchrun or another launcher) takes every call with the whole batch, as the algorithms give it
+on every rank alike, and:
+
+- runs forward and backward on its share of the datums (datum i on rank i % N);
+- gathers the per-datum logprobs of every rank, so that each rank returns the whole batch's
+  output in order, and an algorithm's metrics are those one process would log;
+- keeps its gradients to itself across calls and sums them over the ranks once, at
+  optim_step, before clipping: the losses are sums over datums, so the sum of the shares'
+  gradients is the batch's, and every rank takes the same AdamW step (DDP's arithmetic, with
+  DDP's one all-reduce a step when gradients are accumulated without sync);
+- gives a custom loss (DPO's) every datum's logprobs, gathered and detached, and pushes its
+  gradient back through the datums this rank ran, so a pair split across ranks is still one
+  term of one loss;
+- writes checkpoints on rank 0 only, the others waiting for it, so a checkpoint is written
+  once and resumes on any number of ranks.
+
+The adapter starts as rank 0's (broadcast), as DDP's does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Group:
+    """This process's place among the ranks of one data-parallel run."""
+
+    rank: int
+    world: int
+    device: torch.device  # where the collectives' own tensors live (NCCL: the rank's GPU)
+
+    @classmethod
+    def current(cls) -> Group | None:
+        """The initialised default process group, if it has more than one rank."""
+        if not dist.is_available() or not dist.is_initialized():
+            return None
+        world = dist.get_world_size()
+        if world == 1:
+            return None
+        device = torch.device("cpu")
+        if dist.get_backend() == "nccl":
+            device = torch.device("cuda", torch.cuda.current_device())
+        return cls(dist.get_rank(), world, device)
+
+    def share(self, items: Sequence[T]) -> list[T]:
+        """This rank's items: i % world == rank."""
+        return list(items[self.rank :: self.world])
+
+    def gather(self, mine: list[Tensor], count: int) -> list[Tensor]:
+        """Every rank's share (as `share` cut them), back in the order of the `count` items,
+        on the host."""
+        parts: list[list[Tensor] | None] = [None] * self.world
+        dist.all_gather_object(parts, [t.detach().cpu() for t in mine])
+        out: list[Tensor | None] = [None] * count
+        for rank, part in enumerate(parts):
+            assert part is not None
+            for j, tensor in enumerate(part):
+                out[rank + j * self.world] = tensor
+        assert all(t is not None for t in out), "a rank gave fewer items than its share"
+        return [t for t in out if t is not None]
+
+    def sum(self, value: float) -> float:
+        total = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(total)
+        return float(total.item())
+
+    def sum_gradients(self, params: Sequence[torch.nn.Parameter]) -> None:
+        """Each parameter's gradient summed over the ranks (a rank with no datums adds 0),
+        in one all-reduce of one flat buffer."""
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = torch.cat([g.reshape(-1).to(torch.float32) for g in grads])
+        dist.all_reduce(flat)
+        offset = 0
+        for p, g in zip(params, grads, strict=True):
+            p.grad = flat[offset : offset + g.numel()].view_as(p).to(p.dtype)
+            offset += g.numel()
+
+    def broadcast(self, params: Sequence[torch.nn.Parameter]) -> None:
+        """Rank 0's values on every rank."""
+        with torch.no_grad():
+            for p in params:
+                dist.broadcast(p.data, src=0)
+
+    def barrier(self) -> None:
+        dist.barrier()
