@@ -265,7 +265,31 @@ class SharedPromptCache:
 
 
 @dataclass
-class FlashPromptCache(SharedPromptCache):
+class _LengthsOnDevice(SharedPromptCache):
+    """A cache whose kernels read each prompt's and each row's own length from the device
+    (a step's graph advances them), with each group's prompt kept token-major
+    ((columns, kv heads, head dim) per group)."""
+
+    prompt_used: Tensor = field(kw_only=True)  # each group's prompt length (int32)
+    own_used: Tensor = field(kw_only=True)  # each row's own tokens so far, this one included
+
+    def start(self, lengths: list[int]) -> None:
+        self.prompt_used.copy_(torch.tensor(lengths, dtype=torch.int32))
+        self.own_used.fill_(1)
+        self.step_1.zero_()
+
+    def advanced(self) -> None:
+        self.step_1.add_(1)
+        self.own_used.add_(1)
+
+    def _keep_prompts(self, layer: int, first: int, key_GHTD: Tensor, value_GHTD: Tensor) -> None:
+        g, _, length, _ = key_GHTD.shape
+        self.prompt_k[layer][first : first + g, :length] = key_GHTD.transpose(1, 2)
+        self.prompt_v[layer][first : first + g, :length] = value_GHTD.transpose(1, 2)
+
+
+@dataclass
+class FlashPromptCache(_LengthsOnDevice):
     """The shared-prompt cache for FlashAttention's varlen kernel (CUDA, bf16 or fp16).
 
     A step's attention is two kernel calls and their merge, not ~17 small kernels:
@@ -284,24 +308,8 @@ class FlashPromptCache(SharedPromptCache):
 
     cu_prompt_q: Tensor = field(kw_only=True)  # group g's rows: queries cu[g] .. cu[g + 1]
     cu_prompt_k: Tensor = field(kw_only=True)  # group g's prompt block starts
-    prompt_used: Tensor = field(kw_only=True)  # each group's prompt length (int32)
     cu_own_q: Tensor = field(kw_only=True)  # (row, key head) i: queries cu[i] .. cu[i + 1]
     cu_own_k: Tensor = field(kw_only=True)
-    own_used: Tensor = field(kw_only=True)  # each row's own tokens so far, this one included
-
-    def start(self, lengths: list[int]) -> None:
-        self.prompt_used.copy_(torch.tensor(lengths, dtype=torch.int32))
-        self.own_used.fill_(1)
-        self.step_1.zero_()
-
-    def advanced(self) -> None:
-        self.step_1.add_(1)
-        self.own_used.add_(1)
-
-    def _keep_prompts(self, layer: int, first: int, key_GHTD: Tensor, value_GHTD: Tensor) -> None:
-        g, _, length, _ = key_GHTD.shape
-        self.prompt_k[layer][first : first + g, :length] = key_GHTD.transpose(1, 2)
-        self.prompt_v[layer][first : first + g, :length] = value_GHTD.transpose(1, 2)
 
     def _decode(
         self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float
@@ -345,33 +353,17 @@ class FlashPromptCache(SharedPromptCache):
 
 
 @dataclass
-class KernelPromptCache(SharedPromptCache):
+class KernelPromptCache(_LengthsOnDevice):
     """The shared-prompt cache read by decode_attention's Triton kernel (CUDA, bf16 or fp16):
     one kernel a layer over each row's prompt and own tokens, each run read up to its length
     (device counters the step's graph advances), so one graph serves every step."""
 
     group_B: Tensor = field(kw_only=True)  # each row's group (int32)
-    prompt_used: Tensor = field(kw_only=True)  # each group's prompt length (int32)
-    own_used: Tensor = field(kw_only=True)  # each row's own tokens so far, this one included
     splits: int = field(kw_only=True)  # slices per (row, key head): decode_attention.splits_for
 
     @property
     def windowed(self) -> bool:
         return False
-
-    def start(self, lengths: list[int]) -> None:
-        self.prompt_used.copy_(torch.tensor(lengths, dtype=torch.int32))
-        self.own_used.fill_(1)
-        self.step_1.zero_()
-
-    def advanced(self) -> None:
-        self.step_1.add_(1)
-        self.own_used.add_(1)
-
-    def _keep_prompts(self, layer: int, first: int, key_GHTD: Tensor, value_GHTD: Tensor) -> None:
-        g, _, length, _ = key_GHTD.shape
-        self.prompt_k[layer][first : first + g, :length] = key_GHTD.transpose(1, 2)
-        self.prompt_v[layer][first : first + g, :length] = value_GHTD.transpose(1, 2)
 
     def _decode(
         self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float
