@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
-from tests.support.api import EXAMPLES, add_dataset, make_settings, platform_of, wait_state
+from tests.support.api import EXAMPLES, add_dataset, job_pid, make_settings, wait_state
 
 from thinker.runs import RunDir, read_metrics
 from thinker.server.app import create_app
@@ -37,23 +37,11 @@ def _wait(
     raise TimeoutError(f"{job_id}: {job}")
 
 
-def _pid(client: TestClient, job_id: str) -> int:
-    async def read() -> int:
-        from thinker.store import Job
-
-        async with platform_of(client).sessions() as session:
-            job = await session.get(Job, job_id)
-            assert job is not None and job.pid is not None
-            return job.pid
-
-    return client.portal.call(read)  # type: ignore[no-any-return]
-
-
 def _lose_worker(client: TestClient, job_id: str, attempt: int, past_step: int) -> int:
     """SIGKILL the worker of `attempt` (its whole session) once it has trained past
     `past_step`: no final event, as when a machine goes. Returns its pid."""
     _wait(client, job_id, lambda j: j["attempts"] == attempt and j["step"] >= past_step)
-    pid = _pid(client, job_id)
+    pid = job_pid(client, job_id)
     os.killpg(pid, signal.SIGKILL)
     return pid
 

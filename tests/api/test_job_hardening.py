@@ -23,6 +23,7 @@ from tests.disk import tmpfs
 from tests.support.api import (
     EXAMPLES,
     add_dataset,
+    job_pid,
     job_rows,
     make_settings,
     platform_of,
@@ -272,18 +273,6 @@ def _environ(pid: int) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
 
 
-def _pid(client: TestClient, job_id: str) -> int:
-    async def read() -> int:
-        from thinker.store import Job
-
-        async with platform_of(client).sessions() as session:
-            job = await session.get(Job, job_id)
-            assert job is not None and job.pid is not None
-            return job.pid
-
-    return client.portal.call(read)  # type: ignore[no-any-return]
-
-
 def test_a_worker_runs_nicer_with_no_secrets_and_a_compile_cache_in_the_data_dir(
     tmp_path: Path, database_url: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -302,7 +291,7 @@ def test_a_worker_runs_nicer_with_no_secrets_and_a_compile_cache_in_the_data_dir
         job_id = job.json()["id"]
         try:
             wait_state(client, job_id, ("running",))
-            pid = _pid(client, job_id)
+            pid = job_pid(client, job_id)
             environ = _environ(pid)
             priority = os.getpriority(os.PRIO_PROCESS, pid)
             group = Path(f"/proc/{pid}/autogroup")  # the kernel's per-session scheduling group
@@ -344,7 +333,7 @@ def test_a_stopped_worker_is_reported_stale_then_killed_and_its_slot_freed(
         while client.get(f"/api/jobs/{stopped}").json()["heartbeat_at"] is None:
             assert time.time() < deadline, "no heartbeat"
             time.sleep(0.2)
-        pid = _pid(client, stopped)
+        pid = job_pid(client, stopped)
         os.kill(pid, signal.SIGSTOP)
         try:
             seen = client.get(f"/api/jobs/{stopped}").json()

@@ -71,6 +71,18 @@ def job_rows(client: TestClient) -> list[Job]:
     return client.portal.call(read)
 
 
+def job_pid(client: TestClient, job_id: str) -> int:
+    """The pid of a job's worker, from its row."""
+
+    async def read() -> int:
+        async with platform_of(client).sessions() as session:
+            job = await session.get(Job, job_id)
+            assert job is not None and job.pid is not None
+            return job.pid
+
+    return client.portal.call(read)  # type: ignore[no-any-return]
+
+
 def wait_state(
     client: TestClient, job_id: str, states: tuple[str, ...], timeout: float = 120
 ) -> dict:
