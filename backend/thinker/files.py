@@ -19,11 +19,21 @@ import orjson
 from thinker.errors import StorageError
 
 
+def records_here() -> bool:
+    """Whether this process writes a run's records. Every rank of a data-parallel worker
+    (torchrun's RANK) runs the algorithm alike; rank 0 alone writes its files, the others
+    compute and record nothing (engine/local/data_parallel.py)."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
     """Append one JSON line and fsync it: a crash never leaves a half-written line behind.
+    A no-op on a rank other than 0 (`records_here`).
 
     NaN and infinities (a metric with nothing to average) become null: strict JSON.
     """
+    if not records_here():
+        return
     clean = {
         k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()
     }
@@ -61,7 +71,10 @@ def _parse_line(line: bytes) -> dict[str, Any] | None:
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     """Write JSON to a temporary file beside `path`, fsync it, then `os.replace` it in; on a
-    failure (a full disk) the temporary file is removed and `path` is left as it was."""
+    failure (a full disk) the temporary file is removed and `path` is left as it was. A no-op
+    on a rank other than 0 (`records_here`)."""
+    if not records_here():
+        return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:

@@ -23,6 +23,7 @@ from thinker.algorithms.loop_config import LoopConfig
 from thinker.engine import ServiceClient
 from thinker.engine.protocols import APIFuture, MemoryBudget, TrainingClient
 from thinker.errors import DivergedError
+from thinker.files import records_here
 from thinker.runs import CheckpointRecord, MetricsLogger, RunDir, RunLogger
 
 T = TypeVar("T")
@@ -59,7 +60,8 @@ def prepare_run(
     """Create the run directory, write config.yaml, and default the service and logger."""
     run = RunDir(config.log_path)
     run.path.mkdir(parents=True, exist_ok=True)
-    run.config.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    if records_here():  # rank 0 of a data-parallel worker, or the only process
+        run.config.write_text(yaml.safe_dump(config.model_dump(mode="json")))
     return (
         run,
         service or make_service(config, run.path),

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from thinker.files import JsonlTail
+from thinker.files import JsonlTail, records_here
 from thinker.runs import RunDir
 
 
@@ -45,7 +45,10 @@ class EventSink(Protocol):
 
 
 def append_event(run_dir: Path, kind: str, data: dict[str, Any]) -> dict[str, Any]:
-    """Append one event with the next sequence number; returns it as written."""
+    """Append one event with the next sequence number; returns it as written. A rank other
+    than 0 of a data-parallel worker records nothing (`files.records_here`)."""
+    if not records_here():
+        return {"seq": 0, "time": time.time(), "type": kind, "data": data}
     path = RunDir(run_dir).events
     with open(path, "a+b") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)

@@ -50,8 +50,9 @@ class Launch:
     job_id: str
     run_dir: Path
     resource: str  # "gpu", "cpu" or "remote" (a Tinker job: no local device)
-    device: str | None  # "cuda:N" for a GPU job
+    device: str | None  # "cuda:N" for a GPU job ("cuda:0,1" for one of two processes)
     env: Mapping[str, str]  # set for the worker on top of what it inherits (a Tinker key)
+    processes: int = 1  # data-parallel ranks (torchrun), one GPU each on a GPU job
 
 
 @dataclass(frozen=True)
@@ -117,18 +118,20 @@ class LocalExecutor:
         env = worker_environment(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
         env["THINKER_WORKER_NICE"] = str(self.worker_nice)
+        gpus = launch.device.split(":")[1].split(",") if launch.device is not None else []
         if launch.device is not None:
-            env["CUDA_VISIBLE_DEVICES"] = launch.device.split(":")[1]
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         elif launch.resource == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
-            # CPU workers share the cores: the engine divides them (engine/local/threads.py)
-            env.setdefault("THINKER_CPU_JOBS", str(max(1, self.cpu_jobs)))
+            # CPU workers share the cores: the engine divides them (engine/local/threads.py),
+            # a data-parallel job's processes each counting as one
+            jobs = max(1, self.cpu_jobs) * launch.processes
+            env.setdefault("THINKER_CPU_JOBS", str(jobs))
         env.update(launch.env)
         run = RunDir(launch.run_dir)
-        gpus = [launch.device.split(":")[1]] if launch.device is not None else []
         where = {"executor": "local", "hostname": socket.gethostname(), "gpus": gpus}
-        write_json_atomically(run.placement, where)
-        child = start_worker(run, env)
+        write_json_atomically(run.placement, {**where, "processes": launch.processes})
+        child = start_worker(run, env, launch.processes)
         self._children[launch.job_id] = child
         return WorkerRef(launch.job_id, child.pid, start_time(child.pid))
 
@@ -180,13 +183,21 @@ class LocalExecutor:
                 child.wait(timeout=timeout_s)
 
 
-def start_worker(run: RunDir, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+def start_worker(
+    run: RunDir, env: Mapping[str, str], processes: int = 1
+) -> subprocess.Popen[bytes]:
     """`python -m thinker.jobs.worker <run dir>` in the run directory, in a session of its own
     (a signal to the starter's group does not reach it), its output appended to the run's log.
-    Every executor starts its workers this way."""
+    Every executor starts its workers this way. `processes` > 1: that many ranks of one
+    data-parallel job, started by torchrun on this machine (its agent forwards a stop to
+    every rank)."""
+    command = ["-m", "thinker.jobs.worker", str(run.path)]
+    if processes > 1:
+        command = ["-m", "torch.distributed.run", "--standalone",
+                   f"--nproc-per-node={processes}", *command]  # fmt: skip
     with open(run.log, "ab") as log_file:
         return subprocess.Popen(
-            [sys.executable, "-m", "thinker.jobs.worker", str(run.path)],
+            [sys.executable, *command],
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from thinker.pipeline.proposal import Proposal
 
 log = logging.getLogger("thinker.jobs")
+DATA_PARALLEL = ("sl", "dpo")  # the algorithms a job of gpus > 1 trains over several processes
 
 # For each state a worker (or the reaper) reports, the states it may replace.
 _FROM: dict[str, tuple[JobState, ...]] = {
@@ -179,6 +180,7 @@ class JobManager:
         priority: int = 0,
         idempotency_key: str | None = None,
         auto_resume: int = 2,
+        gpus: int = 1,
     ) -> tuple[Job, bool]:
         """Validate and queue a job; returns it and whether it is new (False: the job an
         earlier request with the same Idempotency-Key created)."""
@@ -186,6 +188,16 @@ class JobManager:
             existing = await self._by_key(idempotency_key)
             if existing is not None:
                 return existing, False
+        if gpus > 1 and (backend != "local" or algorithm not in DATA_PARALLEL):
+            raise ConfigError(
+                f"gpus: {gpus} trains a local {' or '.join(DATA_PARALLEL)} job data-parallel; "
+                f"a {backend} {algorithm} job runs as one process (gpus: 1)"
+            )
+        if gpus > 1 and 0 < self.gpus < gpus:
+            raise ConfigError(f"gpus: {gpus}, but this server has {self.gpus} GPU(s)")
+        cores = os.cpu_count() or 1
+        if gpus > cores and self.gpus == 0:  # CPU processes, one core each at least
+            raise ConfigError(f"gpus: {gpus}: this server has no GPU and {cores} CPU core(s)")
         if backend == "tinker" and self._tinker_key() is None:
             raise ConfigError(
                 "backend: tinker needs a Tinker API key; store one with PUT "
@@ -220,6 +232,7 @@ class JobManager:
             resource=self._resource(backend),
             idempotency_key=idempotency_key,
             auto_resume=auto_resume,
+            gpus=gpus,
         )
         datasets = {k: {"id": r.id, "path": str(r.path)} for k, r in spec.datasets.items()}
         record = {
@@ -814,7 +827,7 @@ class JobManager:
             if not queued:
                 return
             active = (await session.scalars(select(Job).where(Job.state.in_(ACTIVE_STATES)))).all()
-        busy = {j.device for j in active if j.device}
+        busy = {d for j in active if j.device for d in _devices(j.device)}
         running = Counter(j.resource for j in active)
         limits = {"cpu": self.settings.max_cpu_jobs, "remote": self.settings.max_remote_jobs}
         held_back: set[str] = set()
@@ -823,11 +836,11 @@ class JobManager:
                 continue
             device = None
             if job.resource == "gpu":
-                free = [f"cuda:{i}" for i in range(self.gpus) if f"cuda:{i}" not in busy]
-                device = free[0] if free else None
-                if device is None:
-                    held_back.add("gpu")
+                free = [str(i) for i in range(self.gpus) if str(i) not in busy]
+                if len(free) < job.gpus:
+                    held_back.add("gpu")  # strict order: it waits for its GPUs, none jumps it
                     continue
+                device = "cuda:" + ",".join(free[: job.gpus])
             elif running[job.resource] >= limits.get(job.resource, 1):
                 held_back.add(job.resource)
                 continue
@@ -839,7 +852,7 @@ class JobManager:
                 continue
             if launched:
                 running[job.resource] += 1
-                busy.add(device)
+                busy.update(_devices(device))
 
     async def _launch(self, job: Job, device: str | None) -> bool:
         started = await self._cas(
@@ -866,7 +879,9 @@ class JobManager:
         env = compile_cache_env(self.settings)
         if key:
             env["TINKER_API_KEY"] = key
-        launch = Launch(job.id, self.run_dir(job.id).path, job.resource, device, env=env)
+        launch = Launch(
+            job.id, self.run_dir(job.id).path, job.resource, device, env=env, processes=job.gpus
+        )
         try:
             worker = self.executor.launch(launch)
         except OSError as e:
@@ -912,6 +927,13 @@ def _count(data: Mapping[str, Any], key: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
         raise ValueError(f"its event's {key} ({value!r}) is not a step count")
     return value
+
+
+def _devices(device: str | None) -> list[str]:
+    """The GPU indices of a job's device, "cuda:0,1" -> ["0", "1"]."""
+    if not device:
+        return []
+    return device.removeprefix("cuda:").split(",")
 
 
 def _first_line(error: BaseException) -> str:

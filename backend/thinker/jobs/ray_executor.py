@@ -66,7 +66,7 @@ def actor_name(job_id: str) -> str:
 class WorkerProcess:
     """On a Ray node: the job's worker as a subprocess, in a session of its own."""
 
-    def __init__(self, run_dir: str, env: Mapping[str, str]) -> None:
+    def __init__(self, run_dir: str, env: Mapping[str, str], processes: int = 1) -> None:
         import ray  # optional extra: present on a Ray node, which runs this actor
 
         gpus = [str(int(g)) for g in ray.get_gpu_ids()]
@@ -79,6 +79,7 @@ class WorkerProcess:
             "node_ip": ray.util.get_node_ip_address(),
             "hostname": socket.gethostname(),
             "gpus": gpus,
+            "processes": processes,
         }
         run = RunDir(Path(run_dir))
         write_json_atomically(run.placement, self.placement)
@@ -88,7 +89,7 @@ class WorkerProcess:
         with open(run.log, "ab") as log_file:
             where = f"node {self.placement['node_ip']} ({self.placement['hostname']})"
             log_file.write(f"[ray] worker on {where}, GPUs {gpus or 'none'}\n".encode())
-        self.child = start_worker(run, child_env)
+        self.child = start_worker(run, child_env, processes)
         threading.Thread(target=self._exit_after_worker, daemon=True).start()
 
     def _exit_after_worker(self) -> None:
@@ -157,12 +158,12 @@ class RayExecutor:
             actor = self._actor.options(
                 name=name,
                 lifetime="detached",
-                num_cpus=0 if gpu else 1,
-                num_gpus=1 if gpu else 0,
+                num_cpus=0 if gpu else launch.processes,
+                num_gpus=launch.processes if gpu else 0,
                 resources=self._resources or None,
                 # Threads: `wait` blocks one while terminate, kill and where answer.
                 max_concurrency=4,
-            ).remote(str(launch.run_dir), env)
+            ).remote(str(launch.run_dir), env, launch.processes)
         except ValueError as e:  # a name still held by an earlier attempt's actor
             raise OSError(f"cannot start the job's Ray actor {name}: {e}") from e
         self._waits[launch.job_id] = actor.wait.remote()

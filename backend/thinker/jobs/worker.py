@@ -24,9 +24,12 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
+import torch.distributed as dist
 from pydantic import TypeAdapter
 
 from thinker.algorithms.common import RunResult
@@ -315,7 +318,27 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m thinker.jobs.worker <run dir>", file=sys.stderr)
         return 2
-    return run(Path(args[0]).resolve())
+    with _process_group():
+        return run(Path(args[0]).resolve())
+
+
+@contextlib.contextmanager
+def _process_group() -> Iterator[None]:
+    """Under torchrun (a job of `gpus` > 1): join the job's ranks, NCCL over one GPU each (its
+    LOCAL_RANK) or gloo on the CPU, so that the engine trains data-parallel
+    (engine/local/data_parallel.py); rank 0 alone writes the run's records."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        yield
+        return
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    print(f"[thinker] rank {dist.get_rank()} of {world} joined", flush=True)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

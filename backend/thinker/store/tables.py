@@ -70,7 +70,10 @@ class Job(Base):
     priority: Mapped[int] = mapped_column(Integer, default=0)  # higher runs first
     # gpu | cpu | remote | server (a Tinker SDK client's run, on the server's own engine)
     resource: Mapped[str] = mapped_column(String(8))
-    device: Mapped[str | None] = mapped_column(String(16))  # "cuda:0" while it holds a GPU
+    # "cuda:0" (or "cuda:0,1" for gpus 2) while it holds GPUs
+    device: Mapped[str | None] = mapped_column(String(64))
+    # Processes of a data-parallel job: one GPU each (CPU processes where the server has none)
+    gpus: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     stop_request: Mapped[str | None] = mapped_column(String(16))  # cancel | pause, once asked
     pid: Mapped[int | None] = mapped_column(Integer)
     pid_start: Mapped[str | None] = mapped_column(String(32))  # /proc start time: pid reuse

@@ -1112,6 +1112,12 @@ export interface components {
              */
             dataset_id?: string | null;
             /**
+             * Gpus
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl and dpo jobs. The batch is shared out: the same steps, losses and checkpoints as one process.
+             * @default 1
+             */
+            gpus: number;
+            /**
              * Name
              * @description Left out: "<dataset>-<algorithm>"; made unique either way.
              */
@@ -1645,6 +1651,8 @@ export interface components {
             eta_s: number | null;
             /** Finished At */
             finished_at: string | null;
+            /** Gpus */
+            gpus: number;
             /** Heartbeat Age S */
             heartbeat_age_s: number | null;
             /** Heartbeat At */
@@ -1974,6 +1982,12 @@ export interface components {
              * @description The id of the SL stage's demonstrations, of kind chat or prompt_completion; config.rm and config.rl name theirs.
              */
             dataset_id?: string | null;
+            /**
+             * Gpus
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl and dpo jobs. The batch is shared out: the same steps, losses and checkpoints as one process.
+             * @default 1
+             */
+            gpus: number;
             /**
              * Name
              * @description Left out: "<dataset>-<algorithm>"; made unique either way.
@@ -2590,6 +2604,12 @@ export interface components {
              */
             dataset_id?: string | null;
             /**
+             * Gpus
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl and dpo jobs. The batch is shared out: the same steps, losses and checkpoints as one process.
+             * @default 1
+             */
+            gpus: number;
+            /**
              * Name
              * @description Left out: "<dataset>-<algorithm>"; made unique either way.
              */
@@ -2856,6 +2876,12 @@ export interface components {
              * @description The id of the dataset to train on, of kind chat or prompt_completion.
              */
             dataset_id?: string | null;
+            /**
+             * Gpus
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl and dpo jobs. The batch is shared out: the same steps, losses and checkpoints as one process.
+             * @default 1
+             */
+            gpus: number;
             /**
              * Name
              * @description Left out: "<dataset>-<algorithm>"; made unique either way.

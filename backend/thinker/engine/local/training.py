@@ -96,6 +96,12 @@ class LocalTrainingClient:
         self._group = data_parallel.Group.current()
         if self._group is not None:
             self._group.broadcast(self._params)
+            rank, world = self._group.rank, self._group.world
+            print(
+                f"[thinker] data-parallel: rank {rank} of {world} runs 1/{world} of each "
+                "batch's datums; their gradients are summed over the ranks at each step",
+                flush=True,
+            )
 
     # ---- the Tinker TrainingClient interface -------------------------------------------
     def forward(

@@ -68,6 +68,14 @@ class JobCreateFields(JobProposalFields):
         description='Left out: "<dataset>-<algorithm>"; made unique either way.',
     )
     priority: StrictInt = Field(0, ge=-100, le=100, description="Higher starts first.")
+    gpus: StrictInt = Field(
+        1,
+        ge=1,
+        le=8,
+        description="Processes that train the job data-parallel, one GPU each on one machine "
+        "(on a server without GPUs, CPU processes); sl and dpo jobs. The batch is shared out: "
+        "the same steps, losses and checkpoints as one process.",
+    )
     auto_resume: StrictInt = Field(
         2,
         ge=0,
@@ -134,6 +142,7 @@ class JobPublic(BaseModel):
     progress: float | None  # step / total_steps
     eta_s: float | None  # seconds left at the pace so far
     attempts: int
+    gpus: int  # processes of a data-parallel job (1: one process)
     auto_resume: int  # times a lost worker is resumed without being asked
     auto_resumes: int  # of those, used
     placement: dict[str, Any] | None  # where the current or last attempt runs: node, GPUs
@@ -189,6 +198,7 @@ _PLAIN = [
     "step",
     "total_steps",
     "attempts",
+    "gpus",
     "auto_resume",
     "auto_resumes",
     "placement",

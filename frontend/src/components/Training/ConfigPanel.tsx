@@ -15,6 +15,7 @@ export function ConfigPanel({ job }: { job: Job }) {
     resource: job.resource,
     device: job.device,
     attempts: job.attempts,
+    gpus: job.gpus > 1 ? `${job.gpus} (data-parallel)` : job.gpus,
     auto_resume: autoResumeUse(job),
     placement: placement && placementText(placement),
   }

@@ -102,6 +102,15 @@ describe('placement', () => {
     expect(placementText({ executor: 'local', gpus: ['0'] })).toBe('local · GPU 0')
   })
 
+  test('a data-parallel job: its processes, when more than one', () => {
+    expect(placementText({ executor: 'local', gpus: ['0', '1'], processes: 2 })).toBe('local · GPUs 0,1 · 2 processes')
+    expect(placementText({ executor: 'local', gpus: [], processes: 4 })).toBe('local · CPU · 4 processes')
+    expect(placementText({ ...RAY_B, processes: 2 })).toBe('node 10.0.0.5 (host-b) · GPUs 0,1 · Ray · 2 processes')
+    expect(placementText({ executor: 'local', gpus: ['0'], processes: 1 })).toBe('local · GPU 0')
+    expect(parsePlacement({ executor: 'local', gpus: [0, 1], processes: 2, attempt: 1 })).toEqual({ executor: 'local', gpus: ['0', '1'], processes: 2 })
+    expect(parsePlacement({ executor: 'local', gpus: [], processes: 'two' })).toEqual({ executor: 'local', gpus: [] })
+  })
+
   test('parsed from what the server sends; anything else is none', () => {
     expect(parsePlacement({ executor: 'ray', node_ip: '10.0.0.5', gpus: [0, 1], attempt: 2 })).toEqual({ executor: 'ray', node_ip: '10.0.0.5', gpus: ['0', '1'] })
     expect(parsePlacement(null)).toBeNull()

@@ -21,6 +21,8 @@ export interface Placement {
   node_ip?: string
   node_id?: string
   gpus: string[]
+  /** The processes that train the job data-parallel (a job of gpus > 1); absent: one. */
+  processes?: number
 }
 
 export type EndState = Extract<JobState, 'interrupted' | 'paused' | 'failed' | 'succeeded' | 'cancelled'>
@@ -60,17 +62,20 @@ export function parsePlacement(raw: unknown): Placement | null {
     const v = str(r[key])
     if (v) p[key] = v
   }
+  const processes = num(r.processes)
+  if (processes !== undefined) p.processes = processes
   return p
 }
 
 const gpuText = (gpus: readonly string[]) => (gpus.length === 0 ? 'CPU' : `${gpus.length === 1 ? 'GPU' : 'GPUs'} ${gpus.join(',')}`)
 
-/** "node 10.0.0.5 (host-b) · GPUs 0,1 · Ray", "local · CPU". */
+/** "node 10.0.0.5 (host-b) · GPUs 0,1 · Ray", "local · CPU", "local · GPUs 0,1 · 2 processes". */
 export function placementText(p: Placement): string {
-  if (p.executor === 'local') return `local · ${gpuText(p.gpus)}`
+  const processes = p.processes !== undefined && p.processes > 1 ? ` · ${p.processes} processes` : ''
+  if (p.executor === 'local') return `local · ${gpuText(p.gpus)}${processes}`
   const host = p.node_ip ? `node ${p.node_ip}${p.hostname ? ` (${p.hostname})` : ''}` : p.hostname ? `node ${p.hostname}` : null
   const executor = p.executor === 'ray' ? 'Ray' : p.executor
-  return [host, gpuText(p.gpus), executor].filter(Boolean).join(' · ')
+  return [host, gpuText(p.gpus), executor].filter(Boolean).join(' · ') + processes
 }
 
 /** The details the short text leaves out (host, Ray node id), for a tooltip. */

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import type { JobProposal } from './contract'
 import type { Job } from './queries'
-import { autoResumeError, buildJobRequest, formErrors, formFromJob, initialForm, proposalRequest } from './jobRequest'
+import { autoResumeError, buildJobRequest, formErrors, formFromJob, gpusError, initialForm, proposalRequest } from './jobRequest'
 import { job } from './testing'
 
 const stage = (s: 'sl' | 'rm' | 'rl', train: number) => ({ stage: s, rows: train + 10, train_rows: train, steps: 5, config: {}, why: [] })
@@ -58,6 +58,43 @@ describe('the new-job form', () => {
   test('a new job from an ended one keeps its auto-resume retries', () => {
     expect(formFromJob(job({ state: 'failed', auto_resume: 0 }) as Job).autoResume).toBe('0')
     expect(formFromJob(job({ state: 'failed', auto_resume: 5 }) as Job).autoResume).toBe('5')
+  })
+
+  test('GPUs: 1 by default (the server\'s), sent as gpus, 1 to 8 whole', () => {
+    const form = { ...initialForm('sl'), datasetId: 'ds_1' }
+    expect(form.gpus).toBe('1')
+    expect(buildJobRequest(form).body).toMatchObject({ gpus: 1 })
+    expect(buildJobRequest({ ...form, gpus: ' 4 ' }).body).toMatchObject({ gpus: 4 })
+    expect(buildJobRequest({ ...initialForm('dpo'), datasetId: 'ds_1', gpus: '8' }).body).toMatchObject({ gpus: 8 })
+    // empty: left out, the server's default applies
+    expect(buildJobRequest({ ...form, gpus: '' }).body).not.toHaveProperty('gpus')
+    for (const [raw, message] of [['9', 'Must be at most 8.'], ['0', 'Must be at least 1.'], ['1.5', 'Must be a whole number.'], ['two', '"two" is not a number.']]) {
+      expect(gpusError({ ...form, gpus: raw })).toBe(message)
+      expect(buildJobRequest({ ...form, gpus: raw })).toEqual({ body: null, problems: [`gpus: ${message}`] })
+    }
+    // the proposal is asked all the same: gpus is not part of it
+    expect(proposalRequest({ ...form, gpus: '9' }, {})).toEqual({ algorithm: 'sl', backend: 'local', base_model: 'thinker/tiny', dataset_id: 'ds_1', config: {} })
+  })
+
+  test('several GPUs: local sl and dpo jobs only', () => {
+    const refused = 'Only local sl and dpo jobs train on several GPUs.'
+    for (const algorithm of ['rl', 'rlhf'] as const) {
+      const form = { ...initialForm(algorithm), datasetId: 'ds_1' }
+      expect(form.gpus).toBe('1')
+      expect(gpusError(form)).toBeNull()
+      expect(gpusError({ ...form, gpus: '2' })).toBe(refused)
+      expect(buildJobRequest({ ...form, gpus: '2' })).toEqual({ body: null, problems: [`gpus: ${refused}`] })
+    }
+    const tinker = { ...initialForm('sl'), backend: 'tinker' as const, baseModel: 'Qwen/Qwen3-8B', datasetId: 'ds_1' }
+    expect(gpusError(tinker)).toBeNull()
+    expect(gpusError({ ...tinker, gpus: '' })).toBeNull()
+    expect(gpusError({ ...tinker, gpus: '2' })).toBe(refused)
+    expect(gpusError({ ...initialForm('dpo'), gpus: '2' })).toBeNull()
+  })
+
+  test('a new job from an ended one keeps its GPUs', () => {
+    expect(formFromJob(job({ state: 'failed' }) as Job).gpus).toBe('1')
+    expect(formFromJob(job({ state: 'failed', gpus: 4 }) as Job).gpus).toBe('4')
   })
 
   test('from an RLHF job: stage fields, stage datasets, the rest in the JSON editor; no paths', () => {

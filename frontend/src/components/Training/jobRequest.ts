@@ -25,6 +25,8 @@ export interface FormState {
   extraJson: string
   /** Times the job resumes by itself when its worker or node is lost (request's auto_resume). */
   autoResume: string
+  /** Processes that train the job data-parallel, one GPU each (request's gpus). */
+  gpus: string
 }
 
 /** The request's own auto_resume field: its default and bounds, from the server's schema. */
@@ -33,6 +35,21 @@ const autoResumeField = (algorithm: Algorithm) => configField(bodySchema(algorit
 /** Why the auto-resume field cannot be sent, or null (empty: the server's default). */
 export function autoResumeError(f: Pick<FormState, 'algorithm' | 'autoResume'>): string | null {
   return checkNumber(f.autoResume, ruleOf(bodySchema(f.algorithm), 'auto_resume'))
+}
+
+/** The request's own gpus field: its default and bounds, from the server's schema. */
+const gpusField = (algorithm: Algorithm) => configField(bodySchema(algorithm), 'gpus')
+
+/** Only these train a job over several processes, and only on the local backend. */
+const DATA_PARALLEL: readonly Algorithm[] = ['sl', 'dpo']
+
+/** Why the GPUs field cannot be sent, or null (empty: the server's default, one process). */
+export function gpusError(f: Pick<FormState, 'algorithm' | 'backend' | 'gpus'>): string | null {
+  const error = checkNumber(f.gpus, ruleOf(bodySchema(f.algorithm), 'gpus'))
+  if (error) return error
+  const n = f.gpus.trim() === '' ? 1 : Number(f.gpus.trim())
+  if (n > 1 && (f.backend !== 'local' || !DATA_PARALLEL.includes(f.algorithm))) return 'Only local sl and dpo jobs train on several GPUs.'
+  return null
 }
 
 /** Every hyperparameter starts empty: the server proposes it from the data. */
@@ -49,6 +66,7 @@ export function initialForm(algorithm: Algorithm = 'sl'): FormState {
     stageParams: {},
     extraJson: '{}',
     autoResume: text(autoResumeField(algorithm)?.default) ?? '',
+    gpus: text(gpusField(algorithm)?.default) ?? '',
   }
 }
 
@@ -102,6 +120,8 @@ export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | nu
   if (!f.baseModel.trim()) problems.push('base_model: required')
   const autoResume = autoResumeError(f)
   if (autoResume) problems.push(`auto_resume: ${autoResume}`)
+  const gpus = gpusError(f)
+  if (gpus) problems.push(`gpus: ${gpus}`)
   if (problems.length) return { body: null, problems }
   const body = {
     algorithm: f.algorithm,
@@ -109,6 +129,7 @@ export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | nu
     base_model: f.baseModel.trim(),
     dataset_id: f.datasetId || null,
     priority: 0,
+    ...(f.gpus.trim() ? { gpus: Number(f.gpus.trim()) } : {}),
     ...(f.autoResume.trim() ? { auto_resume: Number(f.autoResume.trim()) } : {}),
     ...(f.name.trim() ? { name: f.name.trim() } : {}),
     config,
@@ -148,7 +169,7 @@ export function proposalRequest(f: FormState, errors: Readonly<Record<string, st
   if (f.algorithm === 'rlhf' && !(f.rmDatasetId && f.rlDatasetId)) return null
   const blank = (fields: Fields, prefix: string) =>
     Object.fromEntries(Object.entries(fields).filter(([k]) => !((prefix + k) in errors)))
-  const valid: FormState = { ...f, params: blank(f.params, ''), stageParams: blank(f.stageParams, ''), extraJson: '{}', autoResume: '' }
+  const valid: FormState = { ...f, params: blank(f.params, ''), stageParams: blank(f.stageParams, ''), extraJson: '{}', autoResume: '', gpus: '' }
   const { body } = buildJobRequest(valid)
   const request = {
     algorithm: f.algorithm,
@@ -186,6 +207,7 @@ export function formFromJob(job: Job): FormState {
     baseModel: job.parent_model_id ?? job.base_model,
     datasetId: job.dataset_id ?? '',
     autoResume: text(job.auto_resume) ?? initial.autoResume,
+    gpus: text(job.gpus) ?? initial.gpus,
   }
   const config = job.config as Json
   let extra: Json

@@ -34,7 +34,7 @@ beforeEach(() => {
         : { status: 201, body: job({ id: 'job_9', state: 'queued' }) }
     },
     'GET /api/jobs/job_old': () => ({
-      body: job({ id: 'job_old', name: 'arith-old', state: 'failed', retryable: false, parent_model_id: 'mdl_3', base_model: 'thinker/tiny', config: { batch_size: 8, learning_rate: 0.5, seed: 3, dataset: '/srv/data/x.jsonl' } }),
+      body: job({ id: 'job_old', name: 'arith-old', state: 'failed', gpus: 2, retryable: false, parent_model_id: 'mdl_3', base_model: 'thinker/tiny', config: { batch_size: 8, learning_rate: 0.5, seed: 3, dataset: '/srv/data/x.jsonl' } }),
     }),
   })
 })
@@ -93,6 +93,41 @@ describe('the advanced form refuses what it cannot use', () => {
     expect(created[0]).toMatchObject({ auto_resume: 0 })
   })
 
+  test('GPUs: 1 unless changed, sent as gpus; several only for local sl and dpo jobs', async () => {
+    const user = userEvent.setup()
+    renderAt(<NewJobPage />, '/training/new', '/training/new')
+    await user.selectOptions(await screen.findByLabelText(/^Dataset/), 'ds_1')
+    const field = input(/^GPUs \(data-parallel processes\)/)
+    expect(field).toHaveValue('1')
+    expect(screen.getByText("Processes that train the job data-parallel, one GPU each (sl and dpo; the batch is shared out, the results are one process's).")).toBeInTheDocument()
+    expect(screen.getByTestId('request-preview')).toHaveTextContent('"gpus": 1')
+    const queue = screen.getByRole('button', { name: 'Queue the job' })
+    const errorOf = () => document.getElementById(field.getAttribute('aria-describedby') ?? '')
+
+    await user.clear(field)
+    await user.type(field, '9')
+    expect(field).toHaveAttribute('aria-invalid', 'true')
+    expect(errorOf()).toHaveTextContent('Must be at most 8.')
+    expect(queue).toBeDisabled()
+
+    // an RL job trains as one process
+    await user.clear(field)
+    await user.type(field, '2')
+    expect(queue).toBeEnabled()
+    await user.selectOptions(screen.getByLabelText('Algorithm'), 'rl')
+    expect(field).toHaveValue('2')
+    expect(field).toHaveAttribute('aria-invalid', 'true')
+    expect(errorOf()).toHaveTextContent('Only local sl and dpo jobs train on several GPUs.')
+    expect(queue).toBeDisabled()
+    await user.selectOptions(screen.getByLabelText('Algorithm'), 'sl')
+    await user.selectOptions(screen.getByLabelText(/^Dataset/), 'ds_1')
+    expect(field).not.toHaveAttribute('aria-invalid', 'true')
+    expect(queue).toBeEnabled()
+    await user.click(queue)
+    await waitFor(() => expect(created).toHaveLength(1))
+    expect(created[0]).toMatchObject({ algorithm: 'sl', gpus: 2 })
+  })
+
   test('the base model is free text; a 422 about it shows on the field', async () => {
     const user = userEvent.setup()
     renderAt(<NewJobPage />, '/training/new', '/training/new')
@@ -114,6 +149,7 @@ describe('the advanced form refuses what it cannot use', () => {
     expect(screen.getByLabelText(/^Dataset/)).toHaveValue('ds_1')
     expect(input(/^Batch size/)).toHaveValue('8')
     expect(input(/^Learning rate/)).toHaveValue('0.5')
+    expect(input(/^GPUs/)).toHaveValue('2')
     expect(JSON.parse((screen.getByLabelText(/^Other settings/) as HTMLTextAreaElement).value)).toEqual({ seed: 3 })
   })
 })

@@ -10,7 +10,7 @@ import { bodySchema, configField, configSchema, datasetKinds, RLHF_STAGES } from
 import { ALGORITHMS, PARAMS, RLHF_STAGE_PARAMS, type Algorithm } from '../../components/Training/algorithms'
 import { problemsAbout, type JobProposal, type ProblemsError } from '../../components/Training/contract'
 import { BaseModelField, DatasetSelect, ParamField } from '../../components/Training/fields'
-import { autoResumeError, buildJobRequest, formErrors, formFromJob, initialForm, proposalRequest, type FormState } from '../../components/Training/jobRequest'
+import { autoResumeError, buildJobRequest, formErrors, formFromJob, gpusError, initialForm, proposalRequest, type FormState } from '../../components/Training/jobRequest'
 import { useBaseModels, useCreateJob, useDatasets, useDebounced, useJob, useProposal, type CreateJobError, type Job } from '../../components/Training/queries'
 import { NumberField } from '../../components/ui/fields'
 import { Warning } from '../../components/ui/Warning'
@@ -62,6 +62,8 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
     null
   const autoResume = configField(bodySchema(form.algorithm), 'auto_resume')
   const autoResumeProblem = autoResumeError(form) ?? problemsAbout(serverProblems, 'auto_resume')[0] ?? null
+  const gpus = configField(bodySchema(form.algorithm), 'gpus')
+  const gpusProblem = gpusError(form) ?? problemsAbout(serverProblems, 'gpus')[0] ?? null
   const localProblems = [...Object.entries(errors).map(([k, m]) => `${k}: ${m}`), ...preview.problems]
   const canSubmit = localProblems.length === 0 && preview.body !== null && !create.isPending
 
@@ -183,6 +185,21 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
                   </div>
                 </div>
               ))}
+          </section>
+
+          <section className="card" aria-label="processes">
+            <div className="max-w-xs">
+              <NumberField
+                id="nj-gpus"
+                label="GPUs (data-parallel processes)"
+                help={<>{gpus?.description} From {String(gpus?.schema.minimum)} to {String(gpus?.schema.maximum)}.</>}
+                value={form.gpus}
+                onChange={(v) => set({ gpus: v })}
+                error={gpusProblem}
+                placeholder={gpus ? `default: ${String(gpus.default)}` : undefined}
+              />
+            </div>
+            <p className="mt-1 text-xs text-neutral-500">Processes that train the job data-parallel, one GPU each (sl and dpo; the batch is shared out, the results are one process's).</p>
           </section>
 
           <section className="card" aria-label="recovery">

@@ -1,4 +1,4 @@
-"""job auto_resume, auto_resumes, placement
+"""job auto_resume, auto_resumes, placement, gpus; device holds several GPUs
 
 Revision ID: 0005
 Revises: 0004
@@ -23,10 +23,18 @@ def upgrade() -> None:
             sa.Column("auto_resumes", sa.Integer(), nullable=False, server_default="0")
         )
         batch_op.add_column(sa.Column("placement", sa.JSON(), nullable=True))
+        batch_op.add_column(sa.Column("gpus", sa.Integer(), nullable=False, server_default="1"))
+        batch_op.alter_column(
+            "device", existing_type=sa.String(length=16), type_=sa.String(length=64)
+        )
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.alter_column(
+            "device", existing_type=sa.String(length=64), type_=sa.String(length=16)
+        )
+        batch_op.drop_column("gpus")
         batch_op.drop_column("placement")
         batch_op.drop_column("auto_resumes")
         batch_op.drop_column("auto_resume")

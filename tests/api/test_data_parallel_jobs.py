@@ -1,0 +1,68 @@
+"""A job of `gpus: 2` on a server without GPUs: two CPU processes (torchrun, gloo) train it
+data-parallel, on SQLite and PostgreSQL. Its losses step for step are those of the same job in
+one process (the batch is shared out, the gradients summed), rank 0 alone writes the run's
+records (one metrics row a step, one final state), and what cannot run that way is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from tests.support.api import EXAMPLES, add_dataset, make_settings, wait_state
+
+from thinker.runs import RunDir, read_metrics
+from thinker.server.app import create_app
+
+ARITHMETIC = EXAMPLES / "arithmetic" / "train.jsonl"
+CONFIG = {"max_steps": 6, "batch_size": 6, "eval_every": 0, "save_every": 3, "seed": 5}
+
+
+def _losses(run: RunDir) -> list[float]:
+    rows = [r for r in read_metrics(run.metrics) if "train_mean_nll" in r]
+    assert [r["step"] for r in rows] == list(range(1, CONFIG["max_steps"] + 1))  # once each
+    return [r["train_mean_nll"] for r in rows]
+
+
+def test_a_two_process_job_trains_as_one_process_does(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=1)
+    with TestClient(create_app(settings)) as client:
+        chat = add_dataset(client, ARITHMETIC, "chat")
+        ids = {}
+        for gpus in (2, 1):
+            body = {"algorithm": "sl", "dataset_id": chat, "config": CONFIG, "gpus": gpus}
+            created = client.post("/api/jobs", json=body)
+            assert created.status_code == 201, created.text
+            ids[gpus] = created.json()["id"]
+        jobs = {
+            g: wait_state(client, i, ("succeeded", "failed"), timeout=300) for g, i in ids.items()
+        }
+        assert jobs[2]["state"] == "succeeded", jobs[2]["log_tail"]
+        assert jobs[2]["gpus"] == 2 and jobs[2]["placement"]["processes"] == 2
+        events = client.get(f"/api/jobs/{ids[2]}/events", params={"limit": 10000}).json()
+    runs = {g: RunDir(tmp_path / "data" / "runs" / i) for g, i in ids.items()}
+    two, one = _losses(runs[2]), _losses(runs[1])
+    assert two == pytest.approx(one, rel=1e-4)
+    states = [e["data"]["state"] for e in events["data"] if e["type"] == "state"]
+    assert states.count("running") == 1 and states[-1] == "succeeded"  # rank 0's alone
+    log = runs[2].log.read_text()
+    for rank in (0, 1):  # both ranks joined, and each engine trained its share
+        assert f"rank {rank} of 2 joined" in log
+        assert f"data-parallel: rank {rank} of 2 runs 1/2 of each batch's datums" in log
+    checkpoints = [c.step for c in runs[2].checkpoint_records()]
+    assert checkpoints == [3, 6]  # written once each
+
+
+def test_what_cannot_train_data_parallel_is_refused(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1)
+    with TestClient(create_app(settings)) as client:
+        problems = add_dataset(client, EXAMPLES / "rl" / "train.jsonl", "problems")
+        body = {"algorithm": "rl", "dataset_id": problems, "gpus": 2}
+        refused = client.post("/api/jobs", json=body)
+        assert refused.status_code == 422, refused.text
+        assert "gpus: 2 trains a local sl or dpo job data-parallel" in refused.text
+        chat = add_dataset(client, ARITHMETIC, "chat")
+        body = {"algorithm": "sl", "dataset_id": chat, "gpus": 9}
+        assert client.post("/api/jobs", json=body).status_code == 422  # 8 at most
