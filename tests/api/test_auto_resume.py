@@ -1,9 +1,9 @@
 """A job whose worker is lost resumes by itself from its last checkpoint while its
-`auto_resume` retries last, on SQLite and PostgreSQL, with real workers on the tiny model:
+`auto_resume` retries last, with real workers on the tiny model:
 each attempt is in the job's events (interrupted with the reason, queued again saying after
 what, where it ran), no metric step is lost or logged twice, and a job out of retries stays
-interrupted until a person resumes it. (The same on a Ray cluster, a node lost:
-tests/system/test_ray.py.)"""
+interrupted until a person resumes it. (The same on a Ray cluster, a node lost, on SQLite and
+PostgreSQL: tests/system/test_ray.py; here SQLite only.)"""
 
 from __future__ import annotations
 
@@ -46,10 +46,8 @@ def _lose_worker(client: TestClient, job_id: str, attempt: int, past_step: int) 
     return pid
 
 
-def test_a_lost_worker_resumes_by_itself_until_its_retries_are_spent(
-    tmp_path: Path, database_url: str | None
-) -> None:
-    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=1)
+def test_a_lost_worker_resumes_by_itself_until_its_retries_are_spent(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1)
     with TestClient(create_app(settings)) as client:
         chat = add_dataset(client, ARITHMETIC, "chat")
         body = {"algorithm": "sl", "dataset_id": chat, "config": CONFIG, "auto_resume": 1}

@@ -1,5 +1,5 @@
 """A job of `gpus: 2` on a server without GPUs: two CPU processes (torchrun, gloo) train it
-data-parallel, on SQLite and PostgreSQL. Its losses step for step are those of the same job in
+data-parallel. Its losses step for step are those of the same job in
 one process (the batch is shared out, the gradients summed), rank 0 alone writes the run's
 records (one metrics row a step, one final state), and what cannot run that way is refused."""
 
@@ -24,10 +24,9 @@ def _losses(run: RunDir) -> list[float]:
     return [r["train_mean_nll"] for r in rows]
 
 
-def test_a_two_process_job_trains_as_one_process_does(
-    tmp_path: Path, database_url: str | None
-) -> None:
-    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=1)
+def test_a_two_process_job_trains_as_one_process_does(tmp_path: Path) -> None:
+    # SQLite only: the server's side is test_jobs.py's; what is new here is the workers'.
+    settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1)
     with TestClient(create_app(settings)) as client:
         chat = add_dataset(client, ARITHMETIC, "chat")
         ids = {}
@@ -59,10 +58,31 @@ def test_what_cannot_train_data_parallel_is_refused(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1)
     with TestClient(create_app(settings)) as client:
         problems = add_dataset(client, EXAMPLES / "rl" / "train.jsonl", "problems")
-        body = {"algorithm": "rl", "dataset_id": problems, "gpus": 2}
+        body = {"algorithm": "rlhf", "dataset_id": problems, "gpus": 2}
         refused = client.post("/api/jobs", json=body)
         assert refused.status_code == 422, refused.text
-        assert "gpus: 2 trains a local sl or dpo job data-parallel" in refused.text
+        assert "gpus: 2 trains a local sl, dpo or rl job data-parallel" in refused.text
         chat = add_dataset(client, ARITHMETIC, "chat")
         body = {"algorithm": "sl", "dataset_id": chat, "gpus": 9}
         assert client.post("/api/jobs", json=body).status_code == 422  # 8 at most
+
+
+def test_a_two_process_rl_job_shares_out_its_groups(tmp_path: Path) -> None:
+    """An RL job of gpus: 2: each rank samples half of a step's groups and gets the others'
+    (data_parallel.SampleSharing), so every step's rollouts hold every group, written once."""
+    settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1)
+    config = {"max_steps": 3, "groups_per_batch": 4, "group_size": 2, "max_tokens": 8}
+    with TestClient(create_app(settings)) as client:
+        problems = add_dataset(client, EXAMPLES / "rl" / "train.jsonl", "problems")
+        body = {"algorithm": "rl", "dataset_id": problems, "config": config, "gpus": 2}
+        created = client.post("/api/jobs", json=body)
+        assert created.status_code == 201, created.text
+        done = wait_state(client, created.json()["id"], ("succeeded", "failed"), timeout=300)
+    assert done["state"] == "succeeded", done["log_tail"]
+    run = RunDir(tmp_path / "data" / "runs" / done["id"])
+    rows = [r for r in read_metrics(run.metrics) if "reward_mean" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for step in (1, 2, 3):
+        groups = run.rollout_file(step).read_text().splitlines()
+        assert len(groups) == 4  # every group, though each rank sampled two
+    assert "data-parallel: rank 1 of 2" in run.log.read_text()

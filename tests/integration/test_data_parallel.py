@@ -138,3 +138,39 @@ def test_two_ranks_step_as_one_process_and_resume_in_one(tmp_path: Path) -> None
     difference = _largest_difference(resumed["adapter"], straight["adapter"])
     print(f"resumed on 1 vs straight: adapter relative difference {difference:.1e}")
     assert difference < 1e-4
+
+
+def _sample(rank: int, world: int, port: int, work: str) -> None:
+    """Five sampling calls from a snapshot of the policy, made alike on every rank."""
+    torch.set_num_threads(1)
+    if world > 1:
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+        )
+    try:
+        service = thinker.ServiceClient(storage_dir=Path(work) / f"store-{rank}", device="cpu")
+        client = service.create_lora_training_client("thinker/tiny", rank=4, seed=3).result()
+        sampler = client.save_weights_and_get_sampling_client().result()
+        params = types.SamplingParams(max_tokens=6, temperature=0.0, stop=[])
+        futures = [
+            sampler.sample(types.ModelInput.from_ints(list(range(5, 10 + k))), 2, params)
+            for k in range(5)
+        ]
+        tokens = [[list(s.tokens) for s in f.result().sequences] for f in futures]
+        sharing = client._sharing
+        here = sharing.sampled_here if sharing is not None else len(futures)
+        torch.save({"tokens": tokens, "here": here}, Path(work) / f"sampled-{world}-{rank}.pt")
+    finally:
+        if world > 1:
+            dist.destroy_process_group()
+
+
+def test_two_ranks_share_out_sampling_calls(tmp_path: Path) -> None:
+    """Call k samples on rank k % 2 only; every rank gets all five responses, the ones one
+    process gives (greedy)."""
+    mp.spawn(_sample, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+    _sample(0, 1, 0, str(tmp_path))
+    one = torch.load(tmp_path / "sampled-1-0.pt")
+    ranks = [torch.load(tmp_path / f"sampled-2-{r}.pt") for r in (0, 1)]
+    assert [r["here"] for r in ranks] == [3, 2] and one["here"] == 5
+    assert ranks[0]["tokens"] == ranks[1]["tokens"] == one["tokens"]

@@ -184,7 +184,8 @@ def test_a_lost_node_resumes_its_job_on_another_from_its_checkpoint(
     """A node joins, the job's first actor lands on it (the other nodes' CPUs are held), and
     the node loses its Ray processes mid-job: the job is interrupted with the reason and
     resumed by itself (auto_resume, default 2) on the head node from its last checkpoint,
-    each metric step once; the orphaned worker ends itself."""
+    each metric step once; the orphaned worker ends itself. The job asks for host memory
+    (`memory_gb`), which its actor reserves from Ray."""
     node_c = _start_node(cluster, "node_c")
     ray.init(address=cluster, namespace="thinker-test", logging_level="WARNING")
     # Every CPU but node_c's held by a placement group (resources only, no process).
@@ -197,9 +198,11 @@ def test_a_lost_node_resumes_its_job_on_another_from_its_checkpoint(
             with server.client() as client:
                 dataset_id = upload(client, ARITHMETIC, "chat")
                 body = {"algorithm": "sl", "dataset_id": dataset_id, "config": FAULT}
+                body["memory_gb"] = 0.25
                 job_id = client.post("/api/jobs", json=body).json()["id"]
                 first = wait_for(client, job_id, ("running",), min_step=22, timeout=240)
                 assert first["placement"]["node_id"] == nodes["node_c"], first["placement"]
+                assert _reserved_memory() == pytest.approx(0.25 * 2**30, rel=1e-3)
                 run = RunDir(tmp_path / "data" / "runs" / job_id)
                 worker = _worker_pid(run)
                 _lose(node_c, spare=worker)
@@ -263,3 +266,13 @@ def _wait(client: Any, job_id: str, ok: Callable[[dict[str, Any]], bool]) -> dic
             return dict(job)
         time.sleep(0.1)
     raise TimeoutError(f"{job_id}: {job}")
+
+
+def _reserved_memory() -> float:
+    """Bytes of Ray's `memory` resource reserved now (Ray's view settles within a second)."""
+    deadline = time.time() + 10
+    while True:
+        reserved = ray.cluster_resources()["memory"] - ray.available_resources().get("memory", 0)
+        if reserved > 0 or time.time() > deadline:
+            return float(reserved)
+        time.sleep(0.2)

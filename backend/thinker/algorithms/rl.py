@@ -45,6 +45,7 @@ from thinker.data import split_train_eval
 from thinker.data.problems import load_problems
 from thinker.engine import ServiceClient
 from thinker.engine.protocols import SamplingClient, TrainingClient
+from thinker.files import records_here
 from thinker.renderers import Renderer, renderer_for
 from thinker.rewards import Completion, Problem, RewardFn
 from thinker.rewards.registry import build_reward
@@ -361,6 +362,8 @@ def _write_rollouts(
     kept: list[list[Rollout]],
     renderer: Renderer,
 ) -> None:
+    if not records_here():  # rank 0 of a data-parallel run writes them
+        return
     kept_ids = {id(g) for g in kept}
     with open(path, "w", encoding="utf-8") as f:
         for problem, group in zip(batch, groups, strict=True):

@@ -53,6 +53,7 @@ class Launch:
     device: str | None  # "cuda:N" for a GPU job ("cuda:0,1" for one of two processes)
     env: Mapping[str, str]  # set for the worker on top of what it inherits (a Tinker key)
     processes: int = 1  # data-parallel ranks (torchrun), one GPU each on a GPU job
+    memory_bytes: int | None = None  # host memory to reserve (Ray's `memory`; not locally)
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from thinker.pipeline.proposal import Proposal
 
 log = logging.getLogger("thinker.jobs")
-DATA_PARALLEL = ("sl", "dpo")  # the algorithms a job of gpus > 1 trains over several processes
+DATA_PARALLEL = ("sl", "dpo", "rl")  # the algorithms a job of gpus > 1 trains on several ranks
 
 # For each state a worker (or the reaper) reports, the states it may replace.
 _FROM: dict[str, tuple[JobState, ...]] = {
@@ -181,6 +181,7 @@ class JobManager:
         idempotency_key: str | None = None,
         auto_resume: int = 2,
         gpus: int = 1,
+        memory_gb: float | None = None,
     ) -> tuple[Job, bool]:
         """Validate and queue a job; returns it and whether it is new (False: the job an
         earlier request with the same Idempotency-Key created)."""
@@ -190,7 +191,8 @@ class JobManager:
                 return existing, False
         if gpus > 1 and (backend != "local" or algorithm not in DATA_PARALLEL):
             raise ConfigError(
-                f"gpus: {gpus} trains a local {' or '.join(DATA_PARALLEL)} job data-parallel; "
+                f"gpus: {gpus} trains a local {', '.join(DATA_PARALLEL[:-1])} or "
+                f"{DATA_PARALLEL[-1]} job data-parallel; "
                 f"a {backend} {algorithm} job runs as one process (gpus: 1)"
             )
         if gpus > 1 and 0 < self.gpus < gpus:
@@ -233,6 +235,7 @@ class JobManager:
             idempotency_key=idempotency_key,
             auto_resume=auto_resume,
             gpus=gpus,
+            memory_gb=memory_gb,
         )
         datasets = {k: {"id": r.id, "path": str(r.path)} for k, r in spec.datasets.items()}
         record = {
@@ -879,8 +882,15 @@ class JobManager:
         env = compile_cache_env(self.settings)
         if key:
             env["TINKER_API_KEY"] = key
+        memory = int(job.memory_gb * 2**30) if job.memory_gb else None
         launch = Launch(
-            job.id, self.run_dir(job.id).path, job.resource, device, env=env, processes=job.gpus
+            job.id,
+            self.run_dir(job.id).path,
+            job.resource,
+            device,
+            env=env,
+            processes=job.gpus,
+            memory_bytes=memory,
         )
         try:
             worker = self.executor.launch(launch)

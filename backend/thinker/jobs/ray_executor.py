@@ -160,6 +160,7 @@ class RayExecutor:
                 lifetime="detached",
                 num_cpus=0 if gpu else launch.processes,
                 num_gpus=launch.processes if gpu else 0,
+                memory=launch.memory_bytes,
                 resources=self._resources or None,
                 # Threads: `wait` blocks one while terminate, kill and where answer.
                 max_concurrency=4,

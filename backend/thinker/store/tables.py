@@ -74,6 +74,8 @@ class Job(Base):
     device: Mapped[str | None] = mapped_column(String(64))
     # Processes of a data-parallel job: one GPU each (CPU processes where the server has none)
     gpus: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # Host memory (GiB) the worker asks the Ray executor for; None: none reserved
+    memory_gb: Mapped[float | None] = mapped_column(Float)
     stop_request: Mapped[str | None] = mapped_column(String(16))  # cancel | pause, once asked
     pid: Mapped[int | None] = mapped_column(Integer)
     pid_start: Mapped[str | None] = mapped_column(String(32))  # /proc start time: pid reuse

@@ -1113,7 +1113,7 @@ export interface components {
             dataset_id?: string | null;
             /**
              * Gpus
-             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl and dpo jobs. The batch is shared out: the same steps, losses and checkpoints as one process.
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl, dpo and rl jobs. The batch is shared out (and an rl step's groups sampled on every rank): the same steps, losses and checkpoints as one process.
              * @default 1
              */
             gpus: number;
@@ -1984,7 +1984,7 @@ export interface components {
             dataset_id?: string | null;
             /**
              * Gpus
-             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl and dpo jobs. The batch is shared out: the same steps, losses and checkpoints as one process.
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl, dpo and rl jobs. The batch is shared out (and an rl step's groups sampled on every rank): the same steps, losses and checkpoints as one process.
              * @default 1
              */
             gpus: number;
@@ -2605,7 +2605,7 @@ export interface components {
             dataset_id?: string | null;
             /**
              * Gpus
-             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl and dpo jobs. The batch is shared out: the same steps, losses and checkpoints as one process.
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl, dpo and rl jobs. The batch is shared out (and an rl step's groups sampled on every rank): the same steps, losses and checkpoints as one process.
              * @default 1
              */
             gpus: number;
@@ -2878,7 +2878,7 @@ export interface components {
             dataset_id?: string | null;
             /**
              * Gpus
-             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl and dpo jobs. The batch is shared out: the same steps, losses and checkpoints as one process.
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl, dpo and rl jobs. The batch is shared out (and an rl step's groups sampled on every rank): the same steps, losses and checkpoints as one process.
              * @default 1
              */
             gpus: number;

@@ -16,20 +16,28 @@ on every rank alike, and:
   gradient back through the datums this rank ran, so a pair split across ranks is still one
   term of one loss;
 - writes checkpoints on rank 0 only, the others waiting for it, so a checkpoint is written
-  once and resumes on any number of ranks.
+  once and resumes on any number of ranks;
+- shares out its samplers' calls (`SampleSharing`): call k samples on rank k % N only, and the
+  first wait for any of them exchanges every pending call's response, so each rank gets every
+  group of an RL step having sampled 1/N of them.
 
 The adapter starts as rank 0's (broadcast), as DDP's does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
+
+from thinker.engine.futures import EngineFuture
+from thinker.errors import BackendError
 
 T = TypeVar("T")
 
@@ -96,3 +104,82 @@ class Group:
 
     def barrier(self) -> None:
         dist.barrier()
+
+
+class SampleSharing:
+    """The sampling calls of one data-parallel run's samplers, shared out over the ranks.
+
+    Every rank makes the same calls in the same order (they run the same algorithm), so call
+    k has the same number everywhere: it samples on rank k % world alone. The first wait for
+    any pending call (`result()` or `await`) exchanges the responses of every call made so
+    far, in one all-gather over a gloo group of its own (apart from the training's
+    collectives, which run on another thread); all ranks wait at that same point. A call that
+    failed on its rank fails on every rank, with that rank's error.
+    """
+
+    def __init__(self, group: Group) -> None:
+        self._group = group
+        self._objects = dist.new_group(backend="gloo")  # collective: every rank makes one
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._pending: list[tuple[int, EngineFuture[Any] | None, Future[Any]]] = []
+        self.sampled_here = 0  # calls this rank sampled (the others came from its peers)
+
+    def submit(self, sample: Callable[[], EngineFuture[T]]) -> EngineFuture[T]:
+        """Call k: `sample()` here if this rank owns it; either way, a future of its response."""
+        with self._lock:
+            k = self._calls
+            self._calls += 1
+        own = None
+        if k % self._group.world == self._group.rank:
+            own = sample()
+            self.sampled_here += 1
+        target: Future[T] = Future()
+        with self._lock:
+            self._pending.append((k, own, target))
+        return _Exchanged(target, self)
+
+    def exchange(self) -> None:
+        """Every pending call's response, from the rank that sampled it."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        if not pending:
+            return
+        mine: dict[int, tuple[bool, Any]] = {}
+        for k, own, _ in pending:
+            if own is None:
+                continue
+            try:
+                mine[k] = (True, own.result())
+            except Exception as e:  # noqa: BLE001 - sent to every rank, raised there
+                mine[k] = (False, f"{type(e).__name__}: {e}")
+        parts: list[dict[int, tuple[bool, Any]] | None] = [None] * self._group.world
+        dist.all_gather_object(parts, mine, group=self._objects)
+        answers = {k: v for part in parts if part is not None for k, v in part.items()}
+        for k, _, target in pending:
+            ok, value = answers[k]
+            if ok:
+                target.set_result(value)
+            else:
+                rank = k % self._group.world
+                target.set_exception(BackendError(f"sampling on rank {rank} failed: {value}"))
+
+
+class _Exchanged(EngineFuture[T]):
+    """A shared-out call's future: waiting for it first exchanges the pending responses."""
+
+    def __init__(self, future: Future[T], sharing: SampleSharing) -> None:
+        super().__init__(future)
+        self._sharing = sharing
+
+    def result(self, timeout: float | None = None) -> T:
+        self._sharing.exchange()
+        return super().result(timeout)
+
+    async def result_async(self, timeout: float | None = None) -> T:
+        self._sharing.exchange()
+        return await super().result_async(timeout)
+
+    def __await__(self) -> Generator[Any, None, T]:
+        self._sharing.exchange()
+        return super().__await__()

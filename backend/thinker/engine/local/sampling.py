@@ -37,7 +37,7 @@ from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from thinker.engine.futures import EngineFuture, OrderedExecutor, Serial
-from thinker.engine.local import fast, prefix
+from thinker.engine.local import data_parallel, fast, prefix
 from thinker.engine.local.decode import EagerDecoder, GraphDecoder
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
 from thinker.engine.local.prompt_scores import (
@@ -94,8 +94,11 @@ class LocalSamplingClient:
         model_path: str | None,
         device: torch.device,
         shared: SharedWeights | None = None,
+        sharing: data_parallel.SampleSharing | None = None,
     ) -> None:
+        """`sharing`: a data-parallel run's, whose ranks share out `sample` calls."""
         self._model = model
+        self._sharing = sharing
         self._tokenizer = tokenizer
         self._base_model = base_model
         self.model_path = model_path
@@ -147,11 +150,12 @@ class LocalSamplingClient:
             prompt_alt_tokens_k,
             prompt_logprobs_last_n,
         )
-        return self._enqueue(
-            _SampleCall(
-                tokens, num_samples, sampling_params, options, Future(), topk=topk_sample_logprobs
-            )
+        call = _SampleCall(
+            tokens, num_samples, sampling_params, options, Future(), topk=topk_sample_logprobs
         )
+        if self._sharing is not None:  # one rank of several samples it, all get it
+            return self._sharing.submit(lambda: self._enqueue(call))
+        return self._enqueue(call)
 
     def _enqueue(self, call: _SampleCall) -> EngineFuture[types.SampleResponse]:
         with self._pending_lock:

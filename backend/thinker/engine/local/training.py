@@ -94,8 +94,10 @@ class LocalTrainingClient:
         self._forward_in_training_graph = compiled_without_dropout(model)
         # One rank of a data-parallel run (data_parallel.py), or None: the whole batch here.
         self._group = data_parallel.Group.current()
+        self._sharing: data_parallel.SampleSharing | None = None
         if self._group is not None:
             self._group.broadcast(self._params)
+            self._sharing = data_parallel.SampleSharing(self._group)
             rank, world = self._group.rank, self._group.world
             print(
                 f"[thinker] data-parallel: rank {rank} of {world} runs 1/{world} of each "
@@ -279,6 +281,7 @@ class LocalTrainingClient:
             model_path,
             self._placement.device,
             shared,
+            self._sharing,
         )
 
     def shared_sampling_client(

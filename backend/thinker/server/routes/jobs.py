@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Response, status
-from pydantic import BaseModel, Field, PlainValidator, StrictInt
+from pydantic import BaseModel, Field, PlainValidator, StrictFloat, StrictInt
 from sqlalchemy import func, select
 
 from thinker.algorithms.dpo_config import DPOConfig
@@ -73,8 +73,17 @@ class JobCreateFields(JobProposalFields):
         ge=1,
         le=8,
         description="Processes that train the job data-parallel, one GPU each on one machine "
-        "(on a server without GPUs, CPU processes); sl and dpo jobs. The batch is shared out: "
-        "the same steps, losses and checkpoints as one process.",
+        "(on a server without GPUs, CPU processes); sl, dpo and rl jobs. The batch is shared "
+        "out (and an rl step's groups sampled on every rank): the same steps, losses and "
+        "checkpoints as one process.",
+    )
+    memory_gb: StrictFloat | StrictInt | None = Field(
+        None,
+        gt=0,
+        le=4096,
+        description="Host memory the job's worker needs, in GiB. Under the Ray executor its "
+        "actor asks Ray for it, so the job waits for a node with that much unreserved; the "
+        "local executor does not reserve memory.",
     )
     auto_resume: StrictInt = Field(
         2,
@@ -143,6 +152,7 @@ class JobPublic(BaseModel):
     eta_s: float | None  # seconds left at the pace so far
     attempts: int
     gpus: int  # processes of a data-parallel job (1: one process)
+    memory_gb: float | None  # host memory asked of the Ray executor
     auto_resume: int  # times a lost worker is resumed without being asked
     auto_resumes: int  # of those, used
     placement: dict[str, Any] | None  # where the current or last attempt runs: node, GPUs
@@ -199,6 +209,7 @@ _PLAIN = [
     "total_steps",
     "attempts",
     "gpus",
+    "memory_gb",
     "auto_resume",
     "auto_resumes",
     "placement",

@@ -76,9 +76,10 @@ describe('the new-job form', () => {
     expect(proposalRequest({ ...form, gpus: '9' }, {})).toEqual({ algorithm: 'sl', backend: 'local', base_model: 'thinker/tiny', dataset_id: 'ds_1', config: {} })
   })
 
-  test('several GPUs: local sl and dpo jobs only', () => {
-    const refused = 'Only local sl and dpo jobs train on several GPUs.'
-    for (const algorithm of ['rl', 'rlhf'] as const) {
+  test('several GPUs: local sl, dpo and rl jobs only', () => {
+    const refused = 'Only local sl, dpo and rl jobs train on several GPUs.'
+    expect(gpusError({ ...initialForm('rl'), gpus: '2' })).toBeNull()
+    for (const algorithm of ['rlhf'] as const) {
       const form = { ...initialForm(algorithm), datasetId: 'ds_1' }
       expect(form.gpus).toBe('1')
       expect(gpusError(form)).toBeNull()

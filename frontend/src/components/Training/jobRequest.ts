@@ -41,14 +41,14 @@ export function autoResumeError(f: Pick<FormState, 'algorithm' | 'autoResume'>):
 const gpusField = (algorithm: Algorithm) => configField(bodySchema(algorithm), 'gpus')
 
 /** Only these train a job over several processes, and only on the local backend. */
-const DATA_PARALLEL: readonly Algorithm[] = ['sl', 'dpo']
+const DATA_PARALLEL: readonly Algorithm[] = ['sl', 'dpo', 'rl']
 
 /** Why the GPUs field cannot be sent, or null (empty: the server's default, one process). */
 export function gpusError(f: Pick<FormState, 'algorithm' | 'backend' | 'gpus'>): string | null {
   const error = checkNumber(f.gpus, ruleOf(bodySchema(f.algorithm), 'gpus'))
   if (error) return error
   const n = f.gpus.trim() === '' ? 1 : Number(f.gpus.trim())
-  if (n > 1 && (f.backend !== 'local' || !DATA_PARALLEL.includes(f.algorithm))) return 'Only local sl and dpo jobs train on several GPUs.'
+  if (n > 1 && (f.backend !== 'local' || !DATA_PARALLEL.includes(f.algorithm))) return 'Only local sl, dpo and rl jobs train on several GPUs.'
   return null
 }
 

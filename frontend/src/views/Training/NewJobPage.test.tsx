@@ -93,13 +93,13 @@ describe('the advanced form refuses what it cannot use', () => {
     expect(created[0]).toMatchObject({ auto_resume: 0 })
   })
 
-  test('GPUs: 1 unless changed, sent as gpus; several only for local sl and dpo jobs', async () => {
+  test('GPUs: 1 unless changed, sent as gpus; several only for local sl, dpo and rl jobs', async () => {
     const user = userEvent.setup()
     renderAt(<NewJobPage />, '/training/new', '/training/new')
     await user.selectOptions(await screen.findByLabelText(/^Dataset/), 'ds_1')
     const field = input(/^GPUs \(data-parallel processes\)/)
     expect(field).toHaveValue('1')
-    expect(screen.getByText("Processes that train the job data-parallel, one GPU each (sl and dpo; the batch is shared out, the results are one process's).")).toBeInTheDocument()
+    expect(screen.getByText("Processes that train the job data-parallel, one GPU each (sl, dpo and rl; the batch is shared out, the results are one process's).")).toBeInTheDocument()
     expect(screen.getByTestId('request-preview')).toHaveTextContent('"gpus": 1')
     const queue = screen.getByRole('button', { name: 'Queue the job' })
     const errorOf = () => document.getElementById(field.getAttribute('aria-describedby') ?? '')
@@ -110,14 +110,14 @@ describe('the advanced form refuses what it cannot use', () => {
     expect(errorOf()).toHaveTextContent('Must be at most 8.')
     expect(queue).toBeDisabled()
 
-    // an RL job trains as one process
+    // an RLHF job trains as one process
     await user.clear(field)
     await user.type(field, '2')
     expect(queue).toBeEnabled()
-    await user.selectOptions(screen.getByLabelText('Algorithm'), 'rl')
+    await user.selectOptions(screen.getByLabelText('Algorithm'), 'rlhf')
     expect(field).toHaveValue('2')
     expect(field).toHaveAttribute('aria-invalid', 'true')
-    expect(errorOf()).toHaveTextContent('Only local sl and dpo jobs train on several GPUs.')
+    expect(errorOf()).toHaveTextContent('Only local sl, dpo and rl jobs train on several GPUs.')
     expect(queue).toBeDisabled()
     await user.selectOptions(screen.getByLabelText('Algorithm'), 'sl')
     await user.selectOptions(screen.getByLabelText(/^Dataset/), 'ds_1')

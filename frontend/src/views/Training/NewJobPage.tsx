@@ -199,7 +199,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
                 placeholder={gpus ? `default: ${String(gpus.default)}` : undefined}
               />
             </div>
-            <p className="mt-1 text-xs text-neutral-500">Processes that train the job data-parallel, one GPU each (sl and dpo; the batch is shared out, the results are one process's).</p>
+            <p className="mt-1 text-xs text-neutral-500">Processes that train the job data-parallel, one GPU each (sl, dpo and rl; the batch is shared out, the results are one process's).</p>
           </section>
 
           <section className="card" aria-label="recovery">

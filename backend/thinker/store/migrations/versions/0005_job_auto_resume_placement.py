@@ -1,4 +1,4 @@
-"""job auto_resume, auto_resumes, placement, gpus; device holds several GPUs
+"""job auto_resume, auto_resumes, placement, gpus, memory_gb; device holds several GPUs
 
 Revision ID: 0005
 Revises: 0004
@@ -24,6 +24,7 @@ def upgrade() -> None:
         )
         batch_op.add_column(sa.Column("placement", sa.JSON(), nullable=True))
         batch_op.add_column(sa.Column("gpus", sa.Integer(), nullable=False, server_default="1"))
+        batch_op.add_column(sa.Column("memory_gb", sa.Float(), nullable=True))
         batch_op.alter_column(
             "device", existing_type=sa.String(length=16), type_=sa.String(length=64)
         )
@@ -34,6 +35,7 @@ def downgrade() -> None:
         batch_op.alter_column(
             "device", existing_type=sa.String(length=64), type_=sa.String(length=16)
         )
+        batch_op.drop_column("memory_gb")
         batch_op.drop_column("gpus")
         batch_op.drop_column("placement")
         batch_op.drop_column("auto_resumes")
