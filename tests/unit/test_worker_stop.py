@@ -6,7 +6,12 @@ signal also sets a flag, and the next step's metrics stop the job."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import os
 import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -30,3 +35,38 @@ def test_a_stop_swallowed_by_a_finalizer_stops_the_job_at_its_next_step(
     with pytest.raises(KeyboardInterrupt):
         logger.log_metrics({"loss": 1.0}, 2)
     assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 2  # step 2 kept
+
+
+def test_a_stop_during_the_event_loop_cancels_the_work_and_never_hangs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGTERM while the job's coroutine awaits work on another thread (as it awaits every
+    engine call): the loop's own handler cancels the coroutine at that await, and the stop
+    leaves as KeyboardInterrupt, with the flag set, at once."""
+    monkeypatch.setattr(worker, "_STOP", type(worker._STOP)())
+    before = signal.signal(signal.SIGTERM, worker._interrupt)
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    release = threading.Event()
+    cancelled = []
+
+    async def job() -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.2, os.kill, os.getpid(), signal.SIGTERM)
+        try:
+            await asyncio.wrap_future(pool.submit(release.wait, 30))  # an engine call
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            worker.run_stoppable(job())
+        assert cancelled == [True] and worker._STOP.is_set()
+        assert time.monotonic() - started < 10  # not the 30 s the call would take
+        # Outside the loop the handler raises again, as before the loop ran.
+        assert signal.getsignal(signal.SIGTERM) is worker._interrupt
+    finally:
+        release.set()
+        pool.shutdown()
+        signal.signal(signal.SIGTERM, before)

@@ -24,9 +24,9 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -55,6 +55,7 @@ from thinker.runs import RunDir, RunLogger
 # Room kept for the job's last words: on a disk that fills during training the final state
 # event (and the traceback in the log) must still be written, or the job reads "interrupted".
 RESERVE_BYTES = 128 * 1024
+T = TypeVar("T")
 HEARTBEAT_EVERY_S = 2.0
 MAX_LOG_LINE = 2000
 
@@ -226,7 +227,39 @@ def _section(spec: dict[str, Any]) -> TrainingSection:
 def _train(run_dir: Path, spec: dict[str, Any], section: TrainingSection) -> RunResult:
     _write_metadata(run_dir, spec, section)
     logger = JobLogger(run_dir)
-    return asyncio.run(train_job(section, RunDir(run_dir), logger))
+    return run_stoppable(train_job(section, RunDir(run_dir), logger))
+
+
+def run_stoppable(work: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(work)`, with SIGTERM handled inside the event loop: it cancels the work
+    at its next await, which leaves as KeyboardInterrupt (the worker's stop path). Raised by
+    the signal handler itself, the KeyboardInterrupt could land inside one of the loop's own
+    callbacks, between a future's completion and the wake-up of the task awaiting it; the
+    loop's shutdown then cancels that task, which never wakes, and the worker hung for good
+    with its heartbeat still beating (seen in CI: a cancel that never ended a job)."""
+
+    async def main() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        loop.add_signal_handler(signal.SIGTERM, _cancel_on_stop, task)
+        try:
+            return await work
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, _interrupt)  # raising again outside the loop
+
+    try:
+        return asyncio.run(main())
+    except asyncio.CancelledError:
+        if not _STOP.is_set():
+            raise
+        raise KeyboardInterrupt from None
+
+
+def _cancel_on_stop(task: asyncio.Task[Any]) -> None:
+    _STOP.set()
+    task.cancel()
 
 
 def _report(
@@ -236,7 +269,7 @@ def _report(
     it never raises (a failure is a report with verdict "unknown")."""
     start = (spec.get("start") or {}).get("sampler_path")  # a job continuing a library model
     print("[thinker] report: answering held-out prompts with the trained and base models")
-    report = asyncio.run(build_report(section, run_dir, result, start))
+    report = run_stoppable(build_report(section, run_dir, result, start))
     write_json_atomically(RunDir(run_dir).report, report)
     append_event(run_dir, "report", report)
     print(f"[thinker] report: {report['verdict']}", flush=True)

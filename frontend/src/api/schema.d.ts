@@ -1118,6 +1118,11 @@ export interface components {
              */
             gpus: number;
             /**
+             * Memory Gb
+             * @description Host memory the job's worker needs, in GiB. Under the Ray executor its actor asks Ray for it, so the job waits for a node with that much unreserved; the local executor does not reserve memory.
+             */
+            memory_gb?: (number) | null;
+            /**
              * Name
              * @description Left out: "<dataset>-<algorithm>"; made unique either way.
              */
@@ -1663,6 +1668,8 @@ export interface components {
             last_seq: number;
             /** Log Tail */
             log_tail: string | null;
+            /** Memory Gb */
+            memory_gb: number | null;
             /** Name */
             name: string;
             /** Parent Model Id */
@@ -1988,6 +1995,11 @@ export interface components {
              * @default 1
              */
             gpus: number;
+            /**
+             * Memory Gb
+             * @description Host memory the job's worker needs, in GiB. Under the Ray executor its actor asks Ray for it, so the job waits for a node with that much unreserved; the local executor does not reserve memory.
+             */
+            memory_gb?: (number) | null;
             /**
              * Name
              * @description Left out: "<dataset>-<algorithm>"; made unique either way.
@@ -2610,6 +2622,11 @@ export interface components {
              */
             gpus: number;
             /**
+             * Memory Gb
+             * @description Host memory the job's worker needs, in GiB. Under the Ray executor its actor asks Ray for it, so the job waits for a node with that much unreserved; the local executor does not reserve memory.
+             */
+            memory_gb?: (number) | null;
+            /**
              * Name
              * @description Left out: "<dataset>-<algorithm>"; made unique either way.
              */
@@ -2882,6 +2899,11 @@ export interface components {
              * @default 1
              */
             gpus: number;
+            /**
+             * Memory Gb
+             * @description Host memory the job's worker needs, in GiB. Under the Ray executor its actor asks Ray for it, so the job waits for a node with that much unreserved; the local executor does not reserve memory.
+             */
+            memory_gb?: (number) | null;
             /**
              * Name
              * @description Left out: "<dataset>-<algorithm>"; made unique either way.

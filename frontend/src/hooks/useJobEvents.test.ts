@@ -9,7 +9,7 @@ const job = {
   attempts: 1, last_seq: 2, heartbeat_at: null, heartbeat_age_s: null, stale: false,
   created_at: '', started_at: null,
   finished_at: null, created_by: null, parent_model_id: null, retryable: false, report: null,
-  gpus: 1, auto_resume: 2, auto_resumes: 0, placement: null,
+  gpus: 1, memory_gb: null, auto_resume: 2, auto_resumes: 0, placement: null,
 } satisfies Schemas['JobPublic'] as Schemas['JobPublic']
 
 const event = (seq: number, type: string, data: Record<string, unknown>): JobEvent => ({

@@ -44,7 +44,7 @@ export function job(overrides: Record<string, unknown> = {}) {
     id: 'job_1', name: 'arith-sl', algorithm: 'sl', backend: 'local', base_model: 'thinker/tiny',
     dataset_id: 'ds_1', config: { max_steps: 10 }, state: 'running', reason: null, log_tail: null,
     priority: 0, resource: 'cpu', device: null, step: 2, total_steps: 10, progress: 0.2, eta_s: 40,
-    attempts: 1, gpus: 1, auto_resume: 2, auto_resumes: 0, placement: null,
+    attempts: 1, gpus: 1, memory_gb: null, auto_resume: 2, auto_resumes: 0, placement: null,
     last_seq: 5, parent_model_id: null, retryable: false, report: null,
     heartbeat_at: null, heartbeat_age_s: null, stale: false, created_at: '2026-01-01T00:00:00Z',
     started_at: '2026-01-01T00:00:01Z', finished_at: null, created_by: null, ...overrides,
