@@ -1,0 +1,583 @@
+"""One job across the GPUs of one machine: data-parallel correctness, SL scaling, an RL step and
+the platform path, each against one GPU in the same run.
+
+    PYTHONPATH=backend python tests/perf/bench_multi_gpu.py --json out.json   # every part
+    PYTHONPATH=backend python tests/perf/bench_multi_gpu.py --parts correctness,rl
+    PYTHONPATH=backend python tests/perf/bench_multi_gpu.py --cpu   # the script itself, gloo
+
+N is every GPU the machine has (torch.cuda.device_count()). Each side runs in fresh processes,
+one a GPU, joined by NCCL (NVLink multicast left off: NCCL_NVLS_ENABLE=0), through the local
+engine's data parallelism (engine/local/data_parallel.py), exactly as a job of `gpus: N` trains.
+
+Parts:
+- correctness: two steps (a cross-entropy call on 8 chats of 256-1,024 tokens, then AdamW) of
+  the Qwen3-0.6B shape with the fast path, on N GPUs and on one; the largest relative
+  difference of the loss, the per-token logprobs, the LoRA gradients (summed over the ranks) and
+  the adapter after the steps. bf16 arithmetic differs with the shape of the work (N GPUs pack
+  other datums together), so the same batch on one GPU in another order is the floor the N-GPU
+  figures are read against. Then the N-GPU checkpoint resumes on one GPU: the adapter it loads
+  against the one saved, and the third step's loss against the N-GPU run's third step.
+- scaling-qwen3 / scaling-llama8b: the engine benchmark's SL step (bench_engine.py: rank 16,
+  output layer not adapted) on its data (random tokens, 8 x 1,024 / 2 x 2,048 per GPU), on one
+  GPU and on N, at the one-GPU batch and at N times it. Efficiency at a global batch = tokens/s
+  on N / (N x tokens/s on one GPU); weak scaling holds the per-GPU batch (N GPUs at N times
+  the batch against one GPU at the batch), strong scaling the global one. Peak memory per GPU.
+- rl: GRPO steps on the Qwen3-0.6B shape: 8 prompts of 128 tokens x 32 samples x 256 tokens,
+  group-relative advantages, one importance-sampling forward_backward and optim_step. On N GPUs
+  each samples 1/N of the groups and gets the others' (SampleSharing); the sampler-learner
+  logprob gap of the gathered rollouts is reported.
+- platform: a real `thinker serve` on this machine; a default SL job (3,000 chats of ~500-1,000
+  tokens, 40 steps, no evaluation) created through the REST API with `gpus: N`, then with
+  `gpus: 1`; their placement and steady trained tokens/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import bench_engine as eng  # noqa: E402
+from bench_common import free_port, stop_server  # noqa: E402
+
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast (KINDS.md)
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+
+CPU = os.environ.get("THINKER_BENCH_CPU") == "1"  # --cpu: gloo, thinker/tiny, small sizes
+QWEN = "thinker/tiny" if CPU else eng.QWEN
+LLAMA = "thinker/tiny" if CPU else eng.LLAMA
+
+
+def _scale(n: int) -> int:
+    return max(8, n // 32) if CPU else n
+
+
+# ---- ranks ----------------------------------------------------------------------------------
+def _spawn(world: int, fn: Callable[..., dict], *args: Any) -> dict:
+    """`fn(*args)` in `world` fresh processes, one GPU each, joined in one process group; rank
+    0's result."""
+    with tempfile.TemporaryDirectory() as work:
+        port = free_port()
+        mp.spawn(_rank, args=(world, port, work, fn, args), nprocs=world, join=True)
+        return json.loads((Path(work) / "result.json").read_text())  # type: ignore[no-any-return]
+
+
+def _rank(
+    rank: int, world: int, port: int, work: str, fn: Callable[..., dict], args: tuple
+) -> None:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world))
+    if not CPU:
+        torch.cuda.set_device(rank)
+    else:
+        torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo" if CPU else "nccl",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+    )
+    try:
+        result = fn(*args)
+        if rank == 0:
+            (Path(work) / "result.json").write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()
+
+
+def _sync() -> None:
+    if not CPU:
+        torch.cuda.synchronize()
+    dist.barrier()
+
+
+def _peak_gib() -> float:
+    """The largest peak of allocated GPU memory over the ranks."""
+    if CPU:
+        return 0.0
+    peak = torch.tensor([torch.cuda.max_memory_allocated() / 2**30], device="cuda")
+    dist.all_reduce(peak, op=dist.ReduceOp.MAX)
+    return float(peak.item())
+
+
+def _client(model: str, storage: str, seed: int = 0):  # noqa: ANN202
+    import thinker
+
+    service = thinker.ServiceClient(backend="local", storage_dir=storage)
+    return service.create_lora_training_client(
+        model, rank=eng.RANK, seed=seed, train_unembed=False
+    ).result()
+
+
+# ---- correctness ----------------------------------------------------------------------------
+def _chats(step: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(100 + step)
+    lengths = torch.randint(_scale(256), _scale(1024) + 1, (8,), generator=g).tolist()
+    return eng.random_rows(QWEN, lengths, seed=step)
+
+
+def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.detach().float().reshape(-1) for t in tensors])
+
+
+def _train_steps(storage: str, steps: list[int], order: list[int], resume: str = "") -> dict:
+    """Cross-entropy steps on `_chats(step)` (datums in `order`); per step the loss, the
+    logprobs (back in the batch's order), the gradients summed over the ranks and grad_norm;
+    the adapter after, and a checkpoint's path. Saved on rank 0 for the comparisons."""
+    from tinker import types
+
+    client = _client(QWEN, storage, seed=3)
+    if resume:
+        client.load_state_with_optimizer(resume).result()
+    else:  # B off zero (the same on every rank), so that every LoRA weight has a gradient
+        g = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for name, p in client._model.named_parameters():
+                if "lora_B" in name:
+                    p.copy_(torch.randn(p.shape, generator=g).to(p.dtype) * 0.01)
+    loaded = _flat(client._params).cpu()
+    seen = []
+    for step in steps:
+        data = eng.datums(_chats(step))
+        data = [data[i] for i in order]
+        ce = client.forward_backward(data, "cross_entropy").result()
+        grads = _flat([p.grad for p in client._params])
+        if dist.get_world_size() > 1:
+            dist.all_reduce(grads)
+        optim = client.optim_step(types.AdamParams(learning_rate=1e-3)).result()
+        logprobs = [None] * len(order)
+        for out, i in zip(ce.loss_fn_outputs, order, strict=True):
+            logprobs[i] = out["logprobs"].to_torch().float()
+        seen.append(
+            {
+                "loss": ce.metrics["loss:sum"],
+                "grad_norm": optim.metrics["grad_norm"],
+                "logprobs": torch.cat(logprobs),
+                "grads": grads.cpu(),
+            }
+        )
+    path = client.save_state(f"after-{dist.get_world_size()}-{len(steps)}-{steps[0]}").result().path
+    return {"seen": seen, "adapter": _flat(client._params).cpu(), "loaded": loaded, "path": path}
+
+
+def _correctness_side(storage: str, steps: list[int], order: list[int], resume: str) -> dict:
+    result = _train_steps(storage, steps, order, resume)
+    out = Path(storage) / f"side-{dist.get_world_size()}-{steps[0]}-{order[0]}.pt"
+    if dist.get_rank() == 0:
+        torch.save(result, out)
+    return {"file": str(out), "path": result["path"]}
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> dict:
+    """The largest elementwise difference over b's largest magnitude, and the norm of the
+    difference over b's norm."""
+    return {
+        "max_over_max": float((a - b).abs().max() / b.abs().max()),
+        "norm": float((a - b).norm() / b.norm()),
+    }
+
+
+def _compare(got: dict, want: dict) -> dict:
+    steps = []
+    for g, w in zip(got["seen"], want["seen"], strict=True):
+        steps.append(
+            {
+                "loss": abs(g["loss"] - w["loss"]) / abs(w["loss"]),
+                "grad_norm": abs(g["grad_norm"] - w["grad_norm"]) / w["grad_norm"],
+                "logprobs": _relative(g["logprobs"], w["logprobs"]),
+                "logprobs_max_abs": float((g["logprobs"] - w["logprobs"]).abs().max()),
+                "grads": _relative(g["grads"], w["grads"]),
+            }
+        )
+    return {"steps": steps, "adapter": _relative(got["adapter"], want["adapter"])}
+
+
+def run_correctness(world: int) -> dict:
+    storage = tempfile.mkdtemp(prefix="thinker-dp-")
+    forward, backward = list(range(8)), list(range(7, -1, -1))
+    files = {}
+    for name, w, order in (("n", world, forward), ("one", 1, forward), ("one-rev", 1, backward)):
+        side = _spawn(w, _correctness_side, storage, [0, 1], order, "")
+        files[name] = side
+    n, one, rev = (torch.load(files[k]["file"]) for k in ("n", "one", "one-rev"))
+    # The N-GPU checkpoint on one GPU, one more step; and the N-GPU run's own third step.
+    resumed = _spawn(1, _correctness_side, storage, [2], forward, files["n"]["path"])
+    third_n = _spawn(world, _correctness_side, storage, [2], list(range(8)), files["n"]["path"])
+    resumed, third_n = torch.load(resumed["file"]), torch.load(third_n["file"])
+    result = {
+        "world": world,
+        "n_vs_one": _compare(n, one),
+        "one_reordered_vs_one": _compare(rev, one),
+        "checkpoint": {
+            "loaded_vs_saved_max_abs": float((resumed["loaded"] - n["adapter"]).abs().max()),
+            "third_step_on_one_vs_on_n": _compare(resumed, third_n),
+        },
+        "loss": [s["loss"] for s in one["seen"]],
+    }
+    return result
+
+
+# ---- SL scaling -----------------------------------------------------------------------------
+def _sl_speed(model: str, batches: list[int], seq: int, steps: int) -> dict:
+    """The benchmark's SL step at each global batch (rows of `seq` tokens), here and on the
+    other ranks: median seconds a step and the peak memory per GPU."""
+    client = _client(model, tempfile.mkdtemp(prefix="thinker-bench-"))
+    out = {}
+    for batch in batches:
+        step = eng.engine_sl_step(client, eng.datums(eng.random_rows(model, [seq] * batch)))
+        for _ in range(2):
+            step()
+        _sync()
+        if not CPU:
+            torch.cuda.reset_peak_memory_stats()
+        times = []
+        for _ in range(steps):
+            _sync()
+            began = time.perf_counter()
+            step()
+            _sync()
+            times.append(time.perf_counter() - began)
+        seconds = statistics.median(times)
+        out[str(batch)] = {
+            "s_per_step": seconds,
+            "tokens_per_s": batch * seq / seconds,
+            "peak_gib_per_gpu": _peak_gib(),
+            "times": times,
+        }
+    return out
+
+
+def run_scaling(world: int, model: str, per_gpu: int, seq: int, steps: int = 5) -> dict:
+    seq = _scale(seq)
+    batches = [per_gpu, per_gpu * world]
+    sides = {str(w): _spawn(w, _sl_speed, model, batches, seq, steps) for w in (1, world)}
+    one, n = sides["1"], sides[str(world)]
+    rows = {}
+    for batch in batches:
+        key = str(batch)
+        rows[key] = {
+            "tokens_per_s_1": one[key]["tokens_per_s"],
+            f"tokens_per_s_{world}": n[key]["tokens_per_s"],
+            "efficiency": n[key]["tokens_per_s"] / (world * one[key]["tokens_per_s"]),
+        }
+    # Weak scaling: N GPUs at N x the batch against one GPU at the batch (the same per GPU).
+    weak = n[str(per_gpu * world)]["tokens_per_s"] / (world * one[str(per_gpu)]["tokens_per_s"])
+    return {
+        "model": model,
+        "seq": seq,
+        "per_gpu_batch": per_gpu,
+        "world": world,
+        "sides": sides,
+        "by_global_batch": rows,
+        "strong_efficiency": rows[str(per_gpu)]["efficiency"],
+        "weak_efficiency": weak,
+    }
+
+
+# ---- RL -------------------------------------------------------------------------------------
+def _grpo_steps(groups: int, n: int, new_tokens: int, prompt_len: int, steps: int) -> dict:
+    from tinker import types
+
+    from thinker.algorithms import rl
+    from thinker.rewards import Completion
+
+    client = _client(QWEN, tempfile.mkdtemp(prefix="thinker-bench-"))
+    prompts = eng.random_rows(QWEN, [prompt_len - 1] * groups, seed=1)
+    timings = []
+    for step in range(steps + 1):  # the first compiles
+        _sync()
+        began = time.perf_counter()
+        sampler = client.save_weights_and_get_sampling_client().result()
+        futures = [
+            sampler.sample(
+                types.ModelInput.from_ints(p),
+                n,
+                types.SamplingParams(
+                    max_tokens=new_tokens, temperature=1.0, stop=[], seed=step * 1009 + i
+                ),
+            )
+            for i, p in enumerate(prompts)
+        ]
+        rollouts = []
+        for prompt, future in zip(prompts, futures, strict=True):
+            rollouts.append(
+                [
+                    rl.Rollout(
+                        prompt, list(s.tokens), list(s.logprobs or []), None, Completion("", False)
+                    )
+                    for s in future.result().sequences
+                ]
+            )
+        sampled = time.perf_counter()
+        for group in rollouts:  # reward: the share of even token ids
+            for r in group:
+                r.reward = sum(t % 2 == 0 for t in r.tokens) / len(r.tokens)
+        rl.group_advantages(rollouts)
+        data = [rl._datum(r, "importance_sampling") for g in rollouts for r in g]
+        fb = client.forward_backward(data, "importance_sampling")
+        client.optim_step(types.AdamParams(learning_rate=1e-5)).result()
+        gaps = rl._sampler_learner_gaps(data, fb.result())
+        _sync()
+        ended = time.perf_counter()
+        tokens = sum(len(r.tokens) for g in rollouts for r in g)
+        timings.append(
+            {
+                "sample_s": sampled - began,
+                "train_s": ended - sampled,
+                "step_s": ended - began,
+                "sampled_tokens": tokens,
+                "sampled_here": client._sharing.sampled_here if client._sharing else None,
+                "sampler_learner_gap": statistics.fmean(gaps),
+                "sampler_learner_gap_abs": statistics.fmean(abs(x) for x in gaps),
+            }
+        )
+    timed = timings[1:]
+    median = {k: statistics.median(t[k] for t in timed) for k in ("sample_s", "train_s", "step_s")}
+    return {
+        **median,
+        "sampled_tokens_per_s": timed[0]["sampled_tokens"] / median["sample_s"],
+        "steps": timings,
+        "peak_gib_per_gpu": _peak_gib(),
+    }
+
+
+def run_rl(world: int, groups: int = 8, n: int = 32, new_tokens: int = 256, steps: int = 2) -> dict:
+    new_tokens, prompt_len = _scale(new_tokens), _scale(128)
+    args = (groups, n, new_tokens, prompt_len, steps)
+    sides = {str(w): _spawn(w, _grpo_steps, *args) for w in (1, world)}
+    one, many = sides["1"], sides[str(world)]
+    return {
+        "groups": groups,
+        "samples_per_group": n,
+        "new_tokens": new_tokens,
+        "world": world,
+        "sides": sides,
+        "step_speedup": one["step_s"] / many["step_s"],
+        "sample_speedup": one["sample_s"] / many["sample_s"],
+        "train_speedup": one["train_s"] / many["train_s"],
+    }
+
+
+# ---- the platform ---------------------------------------------------------------------------
+def run_platform(world: int, steps: int = 40) -> dict:
+    """A `gpus: world` SL job and a `gpus: 1` one through the REST API of a real server."""
+    import httpx
+
+    work = Path(tempfile.mkdtemp(prefix="thinker-platform-"))
+    port = free_port()
+    env = {
+        **os.environ,
+        "THINKER_DATA_DIR": str(work / "data"),
+        "THINKER_PORT": str(port),
+        "HF_HUB_OFFLINE": "1",
+    }
+    env.pop("RANK", None)
+    model = QWEN if CPU else eng.QWEN
+    config = {"max_steps": _scale(steps) if CPU else steps, "eval_every": 0, "save_every": 0}
+    chats = eng.chat_file(work / "chats.jsonl", 300 if CPU else 3000)
+    repo = Path(__file__).resolve().parents[2]
+    log = (work / "server.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "thinker", "serve"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=repo,
+    )
+    result: dict = {"world": world, "steps": config["max_steps"], "model": model, "jobs": {}}
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
+            _wait_up(client, server)
+            with chats.open("rb") as f:
+                up = client.post(
+                    "/api/datasets", files={"file": f}, data={"kind": "chat", "name": "chats"}
+                )
+            up.raise_for_status()
+            dataset = up.json()["id"]
+            for gpus in (world, 1):
+                body = {
+                    "algorithm": "sl",
+                    "dataset_id": dataset,
+                    "base_model": model,
+                    "config": config,
+                    "gpus": gpus,
+                }
+                created = client.post("/api/jobs", json=body)
+                created.raise_for_status()
+                job = _wait_done(client, created.json()["id"])
+                metrics = work / "data" / "runs" / job["id"] / "metrics.jsonl"
+                rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+                rows = [r for r in rows if "num_tokens" in r]
+                steady = rows[1:]  # after the first step (compiling)
+                seconds = steady[-1]["time"] - rows[0]["time"]
+                result["jobs"][str(gpus)] = {
+                    "id": job["id"],
+                    "state": job["state"],
+                    "placement": job.get("placement"),
+                    "device": job.get("device"),
+                    "steps": len(rows),
+                    "first_step_s": rows[0]["time"] - _created(job),
+                    "steady_trained_tokens_per_s": sum(r["num_tokens"] for r in steady) / seconds,
+                    "losses": [r["train_mean_nll"] for r in rows],
+                }
+    finally:
+        stop_server(server)
+        log.close()
+        result["server_log_tail"] = (work / "server.log").read_text()[-2000:]
+    jobs = result["jobs"]
+    if len(jobs) == 2:
+        n, one = jobs[str(world)], jobs["1"]
+        result["speedup"] = n["steady_trained_tokens_per_s"] / one["steady_trained_tokens_per_s"]
+        result["efficiency"] = result["speedup"] / world
+    return result
+
+
+def _created(job: dict) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(job["created_at"]).timestamp()
+
+
+def _wait_up(client: Any, server: subprocess.Popen[bytes]) -> None:
+    import httpx
+
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError("the server exited; see its log")
+        try:
+            if client.get("/api/health").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError("the server did not come up in 180 s")
+
+
+def _wait_done(client: Any, job_id: str, timeout: float = 900) -> dict:
+    deadline = time.time() + timeout
+    while True:
+        job: dict = client.get(f"/api/jobs/{job_id}").json()
+        if job["state"] in ("succeeded", "failed", "cancelled", "interrupted"):
+            if job["state"] != "succeeded":
+                raise RuntimeError(
+                    f"job {job_id} {job['state']}: {job['reason']}\n{job.get('log_tail')}"
+                )
+            return job
+        if time.time() > deadline:
+            raise TimeoutError(f"job {job_id} still {job['state']} after {timeout} s")
+        time.sleep(1)
+
+
+# ---- main -----------------------------------------------------------------------------------
+PARTS: dict[str, Callable[[int], dict]] = {
+    "correctness": run_correctness,
+    "scaling-qwen3": lambda w: run_scaling(w, QWEN, 8, 1024),
+    "scaling-llama8b": lambda w: run_scaling(w, LLAMA, 2, 2048),
+    "rl": run_rl,
+    "platform": run_platform,
+}
+
+
+def summary(name: str, r: dict) -> str:
+    if name == "correctness":
+        n, floor = r["n_vs_one"], r["one_reordered_vs_one"]
+        lines = [f"correctness ({r['world']} GPUs vs 1; floor: 1 GPU, datums reordered):"]
+        for i, (s, f) in enumerate(zip(n["steps"], floor["steps"], strict=True)):
+            lines.append(
+                f"  step {i + 1}: loss {s['loss']:.1e} (floor {f['loss']:.1e}), logprobs "
+                f"{s['logprobs']['max_over_max']:.1e} ({f['logprobs']['max_over_max']:.1e}), "
+                f"grads max {s['grads']['max_over_max']:.1e} ({f['grads']['max_over_max']:.1e}) "
+                f"norm {s['grads']['norm']:.1e} ({f['grads']['norm']:.1e})"
+            )
+        lines.append(
+            f"  adapter after 2 steps: {n['adapter']['max_over_max']:.1e} "
+            f"(floor {floor['adapter']['max_over_max']:.1e})"
+        )
+        c = r["checkpoint"]
+        third = c["third_step_on_one_vs_on_n"]["steps"][0]
+        lines.append(
+            f"  checkpoint of {r['world']} GPUs on 1: loaded adapter max |diff| "
+            f"{c['loaded_vs_saved_max_abs']:.1e}; next step's loss {third['loss']:.1e}"
+        )
+        return "\n".join(lines)
+    if name.startswith("scaling"):
+        w = r["world"]
+        lines = [f"{name} ({r['model']}, {r['seq']} tokens a row, {w} GPUs):"]
+        for batch, row in r["by_global_batch"].items():
+            lines.append(
+                f"  global batch {batch}: 1 GPU {row['tokens_per_s_1']:,.0f} tok/s, {w} GPUs "
+                f"{row[f'tokens_per_s_{w}']:,.0f} tok/s, efficiency {row['efficiency']:.2f}"
+            )
+        lines.append(
+            f"  weak scaling (per-GPU batch {r['per_gpu_batch']}): {r['weak_efficiency']:.2f}; "
+            f"strong: {r['strong_efficiency']:.2f}"
+        )
+        return "\n".join(lines)
+    if name == "rl":
+        one, many = r["sides"]["1"], r["sides"][str(r["world"])]
+        return (
+            f"rl (GRPO step, {r['groups']} x {r['samples_per_group']} x {r['new_tokens']}): step "
+            f"{one['step_s']:.2f} s on 1 GPU, {many['step_s']:.2f} s on {r['world']} "
+            f"({r['step_speedup']:.2f}x; sampling {r['sample_speedup']:.2f}x, training "
+            f"{r['train_speedup']:.2f}x); sampler-learner gap "
+            f"{many['steps'][-1]['sampler_learner_gap']:.1e}"
+        )
+    if name == "platform":
+        lines = [f"platform ({r['steps']}-step SL jobs via REST):"]
+        for gpus, job in r["jobs"].items():
+            lines.append(
+                f"  gpus {gpus}: {job['steady_trained_tokens_per_s']:,.0f} trained tok/s, first "
+                f"step {job['first_step_s']:.0f} s, placement {job['placement']}"
+            )
+        if "speedup" in r:
+            lines.append(f"  speedup {r['speedup']:.2f}x, efficiency {r['efficiency']:.2f}")
+        return "\n".join(lines)
+    return json.dumps(r)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default=",".join(PARTS), help=",".join(PARTS))
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--cpu", action="store_true", help="gloo on the CPU: the script itself")
+    args = parser.parse_args()
+    if args.cpu and not CPU:  # the module constants read the variable: start again with it
+        os.environ["THINKER_BENCH_CPU"] = "1"
+        os.execv(sys.executable, [sys.executable, *sys.argv])
+    world = 2 if CPU else torch.cuda.device_count()
+    if world < 2:
+        sys.exit(f"{world} GPU(s) here: this benchmark needs 2 or more")
+    results: dict = {
+        "device": "cpu" if CPU else torch.cuda.get_device_name(0),
+        "world": world,
+        "torch": torch.__version__,
+    }
+    for name in args.parts.split(","):
+        began = time.perf_counter()
+        try:
+            results[name] = PARTS[name](world)
+            print(summary(name, results[name]), flush=True)
+        except Exception as e:  # noqa: BLE001 - one part's failure is reported, the others run
+            results[name] = {"error": f"{type(e).__name__}: {e}"}
+            print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
+        results[name]["part_s"] = time.perf_counter() - began
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
