@@ -34,6 +34,7 @@ Parts:
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -62,6 +63,9 @@ QWEN = "thinker/tiny" if CPU else eng.QWEN
 LLAMA = "thinker/tiny" if CPU else eng.LLAMA
 
 
+SPAWN_TIMEOUT_S = 300  # one side's processes; a hang ends the part, not the run
+
+
 def _scale(n: int) -> int:
     return max(8, n // 32) if CPU else n
 
@@ -72,7 +76,13 @@ def _spawn(world: int, fn: Callable[..., dict], *args: Any) -> dict:
     0's result."""
     with tempfile.TemporaryDirectory() as work:
         port = free_port()
-        mp.spawn(_rank, args=(world, port, work, fn, args), nprocs=world, join=True)
+        ranks = mp.spawn(_rank, args=(world, port, work, fn, args), nprocs=world, join=False)
+        deadline = time.monotonic() + SPAWN_TIMEOUT_S
+        while not ranks.join(timeout=5):
+            if time.monotonic() > deadline:
+                for process in ranks.processes:
+                    process.kill()
+                raise TimeoutError(f"{fn.__name__} on {world} GPU(s): over {SPAWN_TIMEOUT_S} s")
         return json.loads((Path(work) / "result.json").read_text())  # type: ignore[no-any-return]
 
 
@@ -89,6 +99,7 @@ def _rank(
         init_method=f"tcp://127.0.0.1:{port}",
         rank=rank,
         world_size=world,
+        timeout=datetime.timedelta(seconds=240),  # a collective one rank never joins fails
     )
     try:
         result = fn(*args)
@@ -117,9 +128,13 @@ def _client(model: str, storage: str, seed: int = 0):  # noqa: ANN202
     import thinker
 
     service = thinker.ServiceClient(backend="local", storage_dir=storage)
-    return service.create_lora_training_client(
+    client = service.create_lora_training_client(
         model, rank=eng.RANK, seed=seed, train_unembed=False
     ).result()
+    if not CPU:  # the engine's worker thread computes on this rank's GPU
+        on = client._executor.submit(torch.cuda.current_device).result()
+        assert on == dist.get_rank(), f"rank {dist.get_rank()}'s engine thread is on GPU {on}"
+    return client
 
 
 # ---- correctness ----------------------------------------------------------------------------
@@ -446,9 +461,7 @@ def run_platform(world: int, steps: int = 40) -> dict:
 
 
 def _created(job: dict) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(job["created_at"]).timestamp()
+    return datetime.datetime.fromisoformat(job["created_at"]).timestamp()
 
 
 def _wait_up(client: Any, server: subprocess.Popen[bytes]) -> None:

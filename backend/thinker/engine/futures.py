@@ -70,8 +70,11 @@ class OrderedExecutor:
     `forward_backward` then `optim_step` can both be submitted before either is awaited.
     """
 
-    def __init__(self, name: str) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    def __init__(self, name: str, on_start: Callable[[], None] | None = None) -> None:
+        """`on_start` runs first on the worker thread (the local engine pins it to its GPU)."""
+        self._pool = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=name, initializer=on_start
+        )
 
     def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> EngineFuture[T]:
         return EngineFuture(self._pool.submit(fn, *args, **kwargs))
@@ -99,8 +102,10 @@ class FairExecutor:
     turn, so it starts, idles and ends at exit as an OrderedExecutor's does.
     """
 
-    def __init__(self, name: str) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    def __init__(self, name: str, on_start: Callable[[], None] | None = None) -> None:
+        self._pool = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=name, initializer=on_start
+        )
         self._lanes: collections.OrderedDict[int, collections.deque[_Call]] = (
             collections.OrderedDict()
         )

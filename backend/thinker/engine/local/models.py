@@ -153,7 +153,20 @@ class Placement:
         if device.startswith("cuda") and not cuda:
             raise BackendError(f"device {device!r} asked for, but CUDA is not available here")
         dev = torch.device(device)
+        if dev.type == "cuda" and dev.index is None:
+            # The GPU current now (a data-parallel rank's, set before the engine starts),
+            # fixed: the engine's worker threads start on GPU 0 otherwise (on_thread_start).
+            dev = torch.device("cuda", torch.cuda.current_device())
         return cls(dev, torch.bfloat16 if dev.type == "cuda" else torch.float32, quantization)
+
+
+def on_thread_start(device: torch.device) -> Callable[[], None] | None:
+    """What an engine worker thread runs first: make `device` its current GPU. CUDA's current
+    device is per thread and a new thread's is GPU 0, so on the rank of GPU 1 a worker thread
+    would otherwise launch its kernels, capture its CUDA graphs and read free memory on GPU 0."""
+    if device.type != "cuda":
+        return None
+    return lambda: torch.cuda.set_device(device)
 
 
 def load_tokenizer(base_model: str) -> PreTrainedTokenizerBase:

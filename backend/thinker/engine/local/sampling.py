@@ -40,6 +40,7 @@ from thinker.engine.futures import EngineFuture, OrderedExecutor, Serial
 from thinker.engine.local import data_parallel, fast, prefix
 from thinker.engine.local.decode import EagerDecoder, GraphDecoder
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
+from thinker.engine.local.models import on_thread_start
 from thinker.engine.local.prompt_scores import (
     PromptOptions,
     check_prompt_options,
@@ -104,7 +105,9 @@ class LocalSamplingClient:
         self.model_path = model_path
         self._device = device
         self._shared = shared
-        self._executor: Serial = shared.executor if shared else OrderedExecutor("sample")
+        self._executor: Serial = (
+            shared.executor if shared else OrderedExecutor("sample", on_thread_start(device))
+        )
         # compute_logprobs requests not yet started: (prompt, prompt_logprobs_last_n, future)
         self._pending: list[tuple[list[int], int | None, Future[list[float | None]]]] = []
         self._waiting: list[_SampleCall] = []  # sample calls not yet started

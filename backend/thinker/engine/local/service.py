@@ -29,6 +29,7 @@ from thinker.engine.local.models import (
     load_base_model,
     load_tokenizer,
     lora_target_modules,
+    on_thread_start,
 )
 from thinker.engine.local.rest import LocalRestClient
 from thinker.engine.local.sampling import LocalSamplingClient, SharedWeights
@@ -182,7 +183,8 @@ class LocalServiceClient:
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
         targets = lora_target_modules(base, spec.train_attn, spec.train_mlp, spec.train_unembed)
-        shared = SharedBase(attach_lora(base, spec.rank, spec.seed, targets), name)
+        model = attach_lora(base, spec.rank, spec.seed, targets)
+        shared = SharedBase(model, name, self.placement.device)
         self._bases[spec.base_model] = shared
         return shared
 
@@ -285,9 +287,9 @@ class SharedBase:
     its own adapter alone; the others' weights, gradients and optimizer states are untouched.
     """
 
-    def __init__(self, model: PeftModel, name: str) -> None:
+    def __init__(self, model: PeftModel, name: str, device: torch.device) -> None:
         self.model = model
-        self.executor = FairExecutor(f"train-{name}")
+        self.executor = FairExecutor(f"train-{name}", on_thread_start(device))
         self._active: str | None = model.active_adapter
 
     def lane(self, adapter: str) -> Lane:

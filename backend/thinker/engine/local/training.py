@@ -32,7 +32,13 @@ from thinker.engine.futures import ClientFuture, EngineFuture, OrderedExecutor, 
 from thinker.engine.local import checkpoints, data_parallel, decode, fast, memory, prefix
 from thinker.engine.local.checkpoints import CheckpointPath
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
-from thinker.engine.local.models import COMPILED_ATTR, ROOMY_ATTR, Placement, load_base_model
+from thinker.engine.local.models import (
+    COMPILED_ATTR,
+    ROOMY_ATTR,
+    Placement,
+    load_base_model,
+    on_thread_start,
+)
 from thinker.engine.local.sampling import LocalSamplingClient, SharedWeights
 from thinker.engine.losses import get_loss_fn, inputs_read
 from thinker.engine.protocols import CustomLossFn
@@ -83,7 +89,9 @@ class LocalTrainingClient:
         self._optimizer = torch.optim.AdamW(self._params, lr=0.0, fused=fused)
         self._step = 0
         self._version = 0  # bumped whenever the adapter weights change
-        self._executor: Serial = executor or OrderedExecutor(f"train-{run_id}")
+        self._executor: Serial = executor or OrderedExecutor(
+            f"train-{run_id}", on_thread_start(placement.device)
+        )
         self._memory_estimate: memory.Estimate | None = None
         self._memory_scale = 1.0  # of the usable memory: halved each time the device ran out
         self._budget_tokens = 0  # what the last call's passes were cut to (0: not measured)

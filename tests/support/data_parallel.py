@@ -1,0 +1,117 @@
+"""Data-parallel training runs for the tests (test_data_parallel.py on the CPU over gloo,
+test_cuda_multi_gpu.py on GPUs over NCCL): two processes, each a rank holding the whole tiny
+model, or one process, take the same steps on one global batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from tests.support.net import free_port
+from tinker import types
+
+import thinker
+
+STEPS = 2
+ADAM = types.AdamParams(learning_rate=1e-2)
+
+
+def batch(step: int) -> list[types.Datum]:
+    """7 datums of 5-40 tokens (an odd count: the ranks' shares differ)."""
+    gen = torch.Generator().manual_seed(100 + step)
+    data = []
+    for _ in range(7):
+        tokens = torch.randint(
+            3, 259, (int(torch.randint(6, 41, (1,), generator=gen)),), generator=gen
+        )
+        data.append(
+            types.Datum(
+                model_input=types.ModelInput.from_ints(tokens[:-1].tolist()),
+                loss_fn_inputs={
+                    "target_tokens": tokens[1:],
+                    "weights": torch.ones(len(tokens) - 1),
+                },
+            )
+        )
+    return data
+
+
+def _pair_loss(data: list[types.Datum], logprobs: list[torch.Tensor]) -> tuple[torch.Tensor, dict]:
+    """A DPO-shaped loss over consecutive pairs (datums 0-1 and 2-3 of 4): on two ranks each
+    pair is split, one datum on each."""
+    sums = [lp.sum() for lp in logprobs]
+    margins = torch.stack([sums[0] - sums[1], sums[2] - sums[3]])
+    loss = -torch.nn.functional.logsigmoid(0.1 * margins).sum()
+    return loss, {"margin:mean": float(margins.detach().mean())}
+
+
+def _train(  # noqa: PLR0913
+    rank: int, world: int, port: int, work: str, steps: list[int], resume: str, device: str
+) -> None:
+    """One rank's run: `steps` steps (after loading `resume`, if given); rank 0 saves what it
+    saw and the adapter to work/result-<world>-<first step>.pt. On `device` "cuda", rank r
+    trains on GPU r and the ranks join over NCCL (test_cuda_multi_gpu.py)."""
+    torch.set_num_threads(1)
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+    if world > 1:
+        dist.init_process_group(
+            "nccl" if device == "cuda" else "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world,
+        )
+    try:
+        service = thinker.ServiceClient(storage_dir=Path(work) / "store", device=device)
+        client = service.create_lora_training_client("thinker/tiny", rank=4, seed=3).result()
+        if resume:
+            client.load_state_with_optimizer(resume).result()
+        else:  # B off zero, the same on every rank, so that every weight gets a gradient
+            gen = torch.Generator().manual_seed(0)
+            with torch.no_grad():
+                for name, p in client._model.named_parameters():
+                    if "lora_" in name:
+                        p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+        seen = []
+        for step in steps:
+            data = batch(step)
+            ce = client.forward_backward(data, "cross_entropy").result()
+            pair = client.forward_backward_custom(data[:4], _pair_loss).result()
+            optim = client.optim_step(ADAM).result()
+            seen.append(
+                {
+                    "ce": ce.metrics["loss:sum"],
+                    "pair": pair.metrics["loss:sum"],
+                    "margin": pair.metrics["margin:mean"],
+                    "grad_norm": optim.metrics["grad_norm"],
+                    "logprobs": [o["logprobs"].to_torch() for o in ce.loss_fn_outputs],
+                }
+            )
+        path = client.save_state(f"after-{world}-{steps[0]}").result().path
+        if rank == 0:
+            adapter = {
+                n: p.detach().float().cpu()
+                for n, p in client._model.named_parameters()
+                if p.requires_grad
+            }
+            result = {"seen": seen, "adapter": adapter, "path": path, "step": client.step}
+            torch.save(result, Path(work) / f"result-{world}-{steps[0]}.pt")
+    finally:
+        if world > 1:
+            dist.destroy_process_group()
+
+
+def run(work: Path, world: int, steps: list[int], resume: str = "", device: str = "cpu") -> dict:
+    args = (world, free_port(), str(work), steps, resume, device)
+    if world == 1:
+        _train(0, *args)
+    else:
+        mp.spawn(_train, args=args, nprocs=world, join=True)
+    return torch.load(work / f"result-{world}-{steps[0]}.pt")  # type: ignore[no-any-return]
+
+
+def largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys() and a
+    return max(float((a[k] - b[k]).abs().max() / b[k].abs().max()) for k in a)
