@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.support.data_parallel import STEPS, batch, largest_difference, run
+from tests.support.data_parallel import STEPS, batch, run
 from tinker import types
 
 import thinker
@@ -51,9 +51,14 @@ def test_two_gpus_step_as_one_and_their_checkpoint_resumes_on_one(tmp_path: Path
             print(f"{key}: 2 GPUs {got[key]:.6g}, 1 GPU {want[key]:.6g}")
             assert got[key] == pytest.approx(want[key], rel=2e-2), key
         for lp, ref in zip(got["logprobs"], want["logprobs"], strict=True):
-            torch.testing.assert_close(lp, ref, rtol=2e-2, atol=5e-2)
-    difference = largest_difference(two["adapter"], one["adapter"])
-    print(f"2 GPUs vs 1 after {STEPS} steps: adapter relative difference {difference:.1e}")
-    assert difference < 5e-2
+            torch.testing.assert_close(lp, ref, rtol=2e-2, atol=0.1)
+    # AdamW's first steps move each weight by about the learning rate whatever the size of its
+    # gradient, so a weight whose gradient is near 0 moves by +-lr on bf16 noise alone: the
+    # largest elementwise difference is about lr over the largest weight on any two runs (on
+    # one GPU too, the batch reordered: bench_multi_gpu.py). The norm of the difference is not.
+    a, b = two["adapter"], one["adapter"]
+    difference = max(float((a[k] - b[k]).norm() / b[k].norm()) for k in b)
+    print(f"2 GPUs vs 1 after {STEPS} steps: adapter difference {difference:.1e} of its norm")
+    assert difference < 2e-2
     resumed = run(tmp_path, 1, [STEPS], resume=two["path"], device="cuda")
     assert resumed["step"] == STEPS + 1

@@ -27,7 +27,7 @@ Parts:
   each samples 1/N of the groups and gets the others' (SampleSharing); the sampler-learner
   logprob gap of the gathered rollouts is reported.
 - platform: a real `thinker serve` on this machine; a default SL job (3,000 chats of ~500-1,000
-  tokens, 40 steps, no evaluation) created through the REST API with `gpus: N`, then with
+  tokens, 25 steps, no evaluation) created through the REST API with `gpus: N`, then with
   `gpus: 1`; their placement and steady trained tokens/s.
 """
 
@@ -100,6 +100,7 @@ def _rank(
         rank=rank,
         world_size=world,
         timeout=datetime.timedelta(seconds=240),  # a collective one rank never joins fails
+        device_id=None if CPU else torch.device("cuda", rank),
     )
     try:
         result = fn(*args)
@@ -387,7 +388,7 @@ def run_rl(world: int, groups: int = 8, n: int = 32, new_tokens: int = 256, step
 
 
 # ---- the platform ---------------------------------------------------------------------------
-def run_platform(world: int, steps: int = 40) -> dict:
+def run_platform(world: int, steps: int = 25) -> dict:
     """A `gpus: world` SL job and a `gpus: 1` one through the REST API of a real server."""
     import httpx
 

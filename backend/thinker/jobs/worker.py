@@ -365,8 +365,11 @@ def _process_group() -> Iterator[None]:
         yield
         return
     if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        gpu = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(gpu)
+        dist.init_process_group("nccl", device_id=gpu)  # this rank's GPU, told, not guessed
+    else:
+        dist.init_process_group("gloo")
     print(f"[thinker] rank {dist.get_rank()} of {world} joined", flush=True)
     try:
         yield
