@@ -9,6 +9,7 @@
     thinker datasets inspect FILE [--kind K] [--base-model M]  # detect, validate, stats, preview
     thinker datasets import SOURCE [--split S] [--limit N]     # a Hugging Face dataset
     thinker models import ARCHIVE [--base-model M] | export MODEL_ID --output FILE.tar
+    thinker batch    DATASET --out DIR [--task answer|review|fix] [--workers N]  # a pool of actors
 
 Each command module adds its parser to the tree (`add_commands`) and sets `handler`, which
 runs the command and returns its exit code; the modules import what is heavy (torch, the
@@ -20,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from thinker.cli import datasets, models, pipeline, serve, tokens
+from thinker.cli import batch, datasets, models, pipeline, serve, tokens
 
 DESCRIPTION = "Thinker: post-train language models with LoRA (SL, RL, RLHF, DPO)."
 EXAMPLES = """\
@@ -58,4 +59,5 @@ def build_parser() -> argparse.ArgumentParser:
     tokens.add_commands(commands)
     datasets.add_commands(commands)
     models.add_commands(commands)
+    batch.add_commands(commands)
     return parser
