@@ -16,16 +16,24 @@ else
 fi
 if [ "$#" -eq 0 ]; then
   # The whole suite: the tinker-cookbook's recipes against `thinker serve` run beside pytest
-  # (their own virtual environment, mostly installing and waiting on the server).
+  # (their own virtual environment, mostly installing and waiting on the server), and so do
+  # the type check and the dashboard's tests (a few minutes of work that need not wait for
+  # pytest's; their output is shown after it).
   cookbook_log="$(mktemp)"
   python tests/cookbook/run_recipes.py >"$cookbook_log" 2>&1 &
   cookbook_pid=$!
-  trap 'kill "$cookbook_pid" 2>/dev/null || true' EXIT
+  checks_log="$(mktemp)"
+  (scripts/typecheck.sh && scripts/test_frontend.sh) >"$checks_log" 2>&1 &
+  checks_pid=$!
+  trap 'kill "$cookbook_pid" "$checks_pid" 2>/dev/null || true' EXIT
 fi
 python -m pytest -q -p no:cacheprovider --durations=30 "$@"
 if [ "$#" -eq 0 ]; then  # the whole suite: the type check and the dashboard's tests too
-  scripts/typecheck.sh
-  scripts/test_frontend.sh
+  if ! wait "$checks_pid"; then
+    cat "$checks_log"
+    exit 1
+  fi
+  tail -n 40 "$checks_log"
   if ! wait "$cookbook_pid"; then
     cat "$cookbook_log"
     exit 1

@@ -9,16 +9,13 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
-import signal
 import tarfile
-import threading
-import time
 import zipfile
 from pathlib import Path
 
 import pytest
 from tests.support.api import EXAMPLES
+from tests.support.batch import run_killing_an_actor
 
 from thinker.algorithms import batch
 from thinker.algorithms.batch_config import BatchConfig
@@ -26,24 +23,6 @@ from thinker.errors import DatasetError
 from thinker.files import read_jsonl
 
 REVIEWS = EXAMPLES / "code_review"
-
-
-def _kill_busy_actors(run: Path, finished: threading.Event, killed: list[int]) -> None:
-    """SIGKILL an actor seen holding a shard, until one of the kills cost a shard (a retry)."""
-    while not finished.is_set():
-        try:
-            pool = json.loads((run / batch.POOL_RECORD).read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            time.sleep(0.02)
-            continue
-        if pool["retries"] >= 1 or len(killed) >= 3:
-            return
-        busy = [a["pid"] for a in pool["actors"] if a["state"] == "busy" and a["pid"] not in killed]
-        if busy:
-            killed.append(busy[0])
-            os.kill(busy[0], signal.SIGKILL)
-            time.sleep(0.5)  # the pool sees the death and replaces the actor
-        time.sleep(0.02)
 
 
 @pytest.mark.slow
@@ -62,14 +41,7 @@ def test_every_review_answered_once_with_confidence_despite_a_killed_actor(
         confidence_threshold=0.6,
         log_path=tmp_path / "run",
     )
-    finished, killed = threading.Event(), []
-    killer = threading.Thread(target=_kill_busy_actors, args=(config.log_path, finished, killed))
-    killer.start()
-    try:
-        result = asyncio.run(batch.main(config))
-    finally:
-        finished.set()
-        killer.join()
+    result, killed = run_killing_an_actor(config)
     rows = read_jsonl(config.log_path / batch.RESULTS)
     assert sorted(r["index"] for r in rows) == list(range(40))  # each input once
     assert all("error" not in r for r in rows)

@@ -22,9 +22,14 @@ from typing import Any
 
 import psutil
 import pytest
+from tests.support.api import EXAMPLES
+from tests.support.batch import run_killing_an_actor
 from tests.support.net import free_port
 from tests.system.server import ARITHMETIC, ServerProcess, upload, wait_for
 
+from thinker.algorithms import batch
+from thinker.algorithms.batch_config import BatchConfig
+from thinker.files import read_jsonl
 from thinker.runs import RunDir, read_metrics
 
 if os.environ.get("CI") != "true":
@@ -35,6 +40,7 @@ from ray.util.placement_group import placement_group, remove_placement_group  # 
 pytestmark = pytest.mark.slow
 SHORT = {"max_steps": 12, "batch_size": 4, "save_every": 6, "eval_every": 0}
 LONG = {"max_steps": 20000, "batch_size": 4, "save_every": 10, "eval_every": 0}  # cancelled early
+REVIEWS = EXAMPLES / "code_review"
 FAULT = {"max_steps": 200, "batch_size": 4, "save_every": 10, "eval_every": 0}
 
 
@@ -276,3 +282,31 @@ def _reserved_memory() -> float:
         if reserved > 0 or time.time() > deadline:
             return float(reserved)
         time.sleep(0.2)
+
+
+def test_batch_work_on_ray_actors_retries_a_killed_actors_shard(
+    cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch pool as Ray actors (pool: ray, as under the Ray executor): every input once;
+    an actor whose process is killed while it holds a shard is replaced and the shard retried."""
+    monkeypatch.setenv("THINKER_RAY_ADDRESS", cluster)
+    config = BatchConfig(
+        dataset=REVIEWS / "test.jsonl",
+        samples=4,
+        max_tokens=48,
+        shard_size=2,
+        workers=2,
+        pool="ray",
+        log_path=tmp_path / "run",
+    )
+    try:
+        result, killed = run_killing_an_actor(config)
+    finally:
+        ray.shutdown()
+    rows = read_jsonl(config.log_path / batch.RESULTS)
+    assert sorted(r["index"] for r in rows) == list(range(8))
+    assert all("error" not in r and 0 < r["confidence"] <= 1 for r in rows)
+    assert result.final_metrics["shard_retries"] >= 1
+    actors = json.loads((config.log_path / batch.POOL_RECORD).read_text())["actors"]
+    lost = [a for a in actors if a["pid"] in killed]
+    assert lost and all("the Ray actor died" in a["lost_reason"] for a in lost)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field, StrictInt, field_validator
 
 from thinker.bounds import (
     MAX_GROUP,
@@ -16,6 +16,7 @@ from thinker.bounds import (
     STRICT_NUMBERS,
     Number,
 )
+from thinker.renderers import RENDERER_NAMES
 
 Task = Literal["answer", "review", "fix"]
 
@@ -93,3 +94,12 @@ class BatchConfig(BaseModel):
     )
     seed: StrictInt = Field(0, ge=0, le=MAX_SEED, description="Seeds the samples.")
     log_path: Path = Field(Path("runs/batch"), description="The run directory.")
+
+    @field_validator("renderer")
+    @classmethod
+    def _renderer_exists(cls, value: str | None) -> str | None:
+        if value is not None and value not in RENDERER_NAMES:
+            raise ValueError(
+                f"unknown renderer {value!r}; expected one of {', '.join(RENDERER_NAMES)}"
+            )
+        return value
