@@ -24,6 +24,7 @@ lost) go to metrics.jsonl as the step's; pool.json says what each actor is doing
 
 from __future__ import annotations
 
+import asyncio
 import os
 import statistics
 import tarfile
@@ -148,6 +149,7 @@ def archive_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
 # ---- one actor's work -----------------------------------------------------------------------
 def answerer(spec: dict[str, Any]) -> Work:
     """Runs in an actor: load the model once; return the function that answers a shard."""
+    # deferred: the engine (torch, the model) loads in each actor, never in the coordinator
     from thinker.engine import ServiceClient
     from thinker.renderers import renderer_for
 
@@ -262,8 +264,6 @@ class _Tally:
 
 async def main(config: BatchConfig, logger: MetricsLogger | None = None) -> RunResult:
     """Answer every input of `config.dataset` not yet in results.jsonl; the run's figures."""
-    import asyncio
-
     run_dir = Path(config.log_path)
     run_dir.mkdir(parents=True, exist_ok=True)
     logger = logger or RunLogger(run_dir)

@@ -44,6 +44,9 @@ class BatchConfig(BaseModel):
         "'tests'}); an archive of source files becomes prompt rows, one a file."
     )
     base_model: str = Field("thinker/tiny", min_length=1, description="The model that answers.")
+    backend: Literal["local"] = Field(
+        "local", description="The local engine answers (batch work on Tinker is not served yet)."
+    )
     init_from: str | None = Field(
         None,
         description="An adapter's training state (tinker://... or a directory) to answer "

@@ -372,7 +372,7 @@ class RayPool(_Pool):
     each."""
 
     def __init__(self, *args: Any, gpus: float = 0, cpus: float = 1, **kwargs: Any) -> None:
-        import ray
+        import ray  # optional (the ray extra): only a Ray pool needs it
 
         super().__init__(*args, **kwargs)
         self._remote = ray.remote(num_gpus=gpus, num_cpus=cpus, max_restarts=0)(_RayActorBody)
@@ -396,7 +396,7 @@ class RayPool(_Pool):
             self._track(actor, handle.ping.remote(), "ping")
 
     def _wait(self, timeout: float) -> list[tuple[_Actor, tuple[Any, ...]]]:
-        import ray
+        import ray  # optional (the ray extra): only a Ray pool needs it
 
         for actor in self._actors.values():  # a new actor: ask when it is ready
             if actor.record.state == "starting" and not actor.asked:
@@ -430,7 +430,7 @@ class RayPool(_Pool):
         return out
 
     def _kill(self, actor: _Actor) -> None:
-        import ray
+        import ray  # optional (the ray extra): only a Ray pool needs it
 
         for ref, (owner, _) in list(self._calls.items()):
             if owner is actor:

@@ -61,6 +61,7 @@ def add_commands(commands: Any) -> None:
 
 
 def batch(args: argparse.Namespace) -> int:
+    # deferred: the algorithms import torch; `thinker --help` must answer at once
     from thinker.algorithms import batch as batch_work
     from thinker.algorithms.batch_config import BatchConfig
 

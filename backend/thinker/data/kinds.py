@@ -23,6 +23,8 @@ TRAINS_ON: dict[str, tuple[DatasetKind, ...]] = {
     "dpo": (DatasetKind.PREFERENCES,),
     "rm": (DatasetKind.PREFERENCES,),
     "rl": (DatasetKind.PROBLEMS,),
+    # batch work trains nothing: it answers the prompts of these rows
+    "batch": (DatasetKind.CHAT, DatasetKind.PROMPT_COMPLETION, DatasetKind.PROBLEMS),
 }
 
 # The fields a row of each kind needs, as error messages name them.

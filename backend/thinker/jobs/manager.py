@@ -189,10 +189,10 @@ class JobManager:
             existing = await self._by_key(idempotency_key)
             if existing is not None:
                 return existing, False
-        if gpus > 1 and (backend != "local" or algorithm not in DATA_PARALLEL):
+        if gpus > 1 and (backend != "local" or algorithm not in (*DATA_PARALLEL, "batch")):
             raise ConfigError(
                 f"gpus: {gpus} trains a local {', '.join(DATA_PARALLEL[:-1])} or "
-                f"{DATA_PARALLEL[-1]} job data-parallel; "
+                f"{DATA_PARALLEL[-1]} job data-parallel (or spreads a batch job's actors); "
                 f"a {backend} {algorithm} job runs as one process (gpus: 1)"
             )
         if gpus > 1 and 0 < self.gpus < gpus:
@@ -205,10 +205,17 @@ class JobManager:
                 "backend: tinker needs a Tinker API key; store one with PUT "
                 "/api/settings/tinker-key (or set TINKER_API_KEY for the server)"
             )
-        start, proposal, lookup = await self.propose(
-            algorithm, backend, base_model, dataset_id, config
-        )
-        config = job_config(algorithm, proposal, config)  # as given, the rest proposed
+        if algorithm == "batch":  # nothing trains: the settings are as given, none proposed
+            async with self.sessions() as session:
+                start = await resolve_start(session, self.settings.runs_dir, base_model, backend)
+            lookup, fit = await self._refs(), []
+            check_dataset_files(algorithm, dataset_id, config, lookup)
+        else:
+            start, proposal, lookup = await self.propose(
+                algorithm, backend, base_model, dataset_id, config
+            )
+            config = job_config(algorithm, proposal, config)  # as given, the rest proposed
+            fit = fit_problems(algorithm, proposal, config, start.facts)
         spec = build_spec(
             algorithm,
             backend,
@@ -217,7 +224,7 @@ class JobManager:
             config,
             lookup,
             server_set=start.overrides(algorithm),
-            problems=fit_problems(algorithm, proposal, config, start.facts),
+            problems=fit,
         )
         job_id = new_id("job")
         job = Job(
@@ -889,7 +896,8 @@ class JobManager:
             job.resource,
             device,
             env=env,
-            processes=job.gpus,
+            # one rank a GPU; a batch job's one worker spreads its actors over its GPUs
+            processes=job.gpus if job.algorithm in DATA_PARALLEL else 1,
             memory_bytes=memory,
         )
         try:

@@ -38,7 +38,14 @@ from thinker.algorithms.rlhf import SHARED_FIELDS as RLHF_SHARED
 from thinker.algorithms.sl_config import SLConfig
 from thinker.data.kinds import TRAINS_ON, DatasetKind
 from thinker.engine.local.hub import ModelFacts
-from thinker.pipeline.config import ALGORITHMS, DPOTraining, RLHFTraining, RLTraining, SLTraining
+from thinker.pipeline.config import (
+    ALGORITHMS,
+    BatchRun,
+    DPOTraining,
+    RLHFTraining,
+    RLTraining,
+    SLTraining,
+)
 from thinker.pipeline.proposal import DataFacts, propose
 from thinker.rewards.config import RewardConfig
 
@@ -49,7 +56,7 @@ NOT_IN_CONFIG = ("algorithm", "backend", "base_model", "name")
 # The dashboard shows descriptions as help: said for users, not for API clients (x-proposed
 # tells those, and POST /api/jobs/proposal gives the value).
 PROPOSED_NOTE = "Left out, the server proposes it from the data and the base model."
-PREFIX = {"sl": "SL", "dpo": "DPO", "rl": "RL", "rlhf": "RLHF", "rm": "RM"}
+PREFIX = {"sl": "SL", "dpo": "DPO", "rl": "RL", "rlhf": "RLHF", "rm": "RM", "batch": "Batch"}
 
 
 def proposed_keys() -> dict[str, frozenset[str]]:
@@ -220,21 +227,33 @@ RLHFJobConfig = _derive(
         ),
     },
 )
+BatchJobConfig = _derive(
+    "BatchJobConfig",
+    "The settings of a batch job (a model answers every row of its dataset over a pool of "
+    "actors); each left out takes its default.",
+    BatchRun,
+    {*SERVER_SET, *NOT_IN_CONFIG},
+)
 JOB_CONFIGS: dict[str, type[BaseModel]] = {
     "sl": SLJobConfig,
     "dpo": DPOJobConfig,
     "rl": RLJobConfig,
     "rlhf": RLHFJobConfig,
+    "batch": BatchJobConfig,
 }
 
 
-def by_algorithm(family: str, fields: type[BaseModel], doc: str) -> type[RootModel[Any]]:
+def by_algorithm(
+    family: str, fields: type[BaseModel], doc: str, algorithms: tuple[str, ...] = ALGORITHMS
+) -> type[RootModel[Any]]:
     """`family` (a request body) as one model per algorithm, told apart by `algorithm`: each
     is `fields` with that algorithm's `config` and the kinds of its `dataset_id`."""
     variants = []
-    for algorithm in ALGORITHMS:
+    for algorithm in algorithms:
         main = "sl" if algorithm == "rlhf" else algorithm
         what, then = "The id of the dataset to train on", ""
+        if algorithm == "batch":
+            what = "The id of the dataset whose rows the model answers"
         if algorithm == "rlhf":
             what = "The id of the SL stage's demonstrations"
             then = "; config.rm and config.rl name theirs"

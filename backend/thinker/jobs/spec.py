@@ -18,10 +18,10 @@ from pydantic import TypeAdapter, ValidationError
 from thinker.data.kinds import TRAINS_ON
 from thinker.errors import ConfigError
 from thinker.jobs.request_config import SERVER_SET, json_type_problems
-from thinker.pipeline.config import TrainingConfig, find_secrets, format_error
+from thinker.pipeline.config import JobConfig, find_secrets, format_error
 
 RLHF_STAGE_ALGORITHMS = {"sl": "sl", "rm": "rm", "rl": "rl"}
-_ADAPTER: TypeAdapter[Any] = TypeAdapter(TrainingConfig)
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(JobConfig)
 _MISSING = "/nonexistent/dataset.jsonl"
 
 
@@ -190,8 +190,9 @@ def _resolve(
     if ref is None:
         return [f"{field}: no dataset with id {dataset_id!r}"]
     if ref.kind not in TRAINS_ON[algorithm]:
+        uses = "answers" if algorithm == "batch" else "trains on"
         return [
-            f"{field}: dataset {ref.id} holds {ref.kind} rows; {algorithm} trains on "
+            f"{field}: dataset {ref.id} holds {ref.kind} rows; {algorithm} {uses} "
             f"{' or '.join(TRAINS_ON[algorithm])}"
         ]
     part[key] = str(ref.path)

@@ -39,7 +39,7 @@ from thinker.files import is_disk_full, storage_error, write_json_atomically
 from thinker.jobs.events import append_event
 from thinker.jobs.executor import PARENT_ENV
 from thinker.jobs.states import JobState
-from thinker.pipeline.config import TrainingConfig, TrainingSection
+from thinker.pipeline.config import BatchRun, JobConfig, JobSection, TrainingSection
 from thinker.pipeline.metadata import (
     git_commit,
     package_versions,
@@ -169,7 +169,8 @@ def run(run_dir: Path) -> int:
     try:
         section = _section(spec)
         result = _train(run_dir, spec, section)
-        _report(run_dir, spec, section, result)
+        if not isinstance(section, BatchRun):  # batch work trains no model to judge
+            _report(run_dir, spec, section, result)
     except KeyboardInterrupt:
         _release_room(run_dir)
         stopped = {"cancel": JobState.CANCELLED, "pause": JobState.PAUSED}
@@ -220,11 +221,11 @@ def _release_room(run_dir: Path) -> None:
         RunDir(run_dir).reserve.unlink()
 
 
-def _section(spec: dict[str, Any]) -> TrainingSection:
-    return TypeAdapter(TrainingConfig).validate_python(spec["section"])  # type: ignore[no-any-return]
+def _section(spec: dict[str, Any]) -> JobSection:
+    return TypeAdapter(JobConfig).validate_python(spec["section"])  # type: ignore[no-any-return]
 
 
-def _train(run_dir: Path, spec: dict[str, Any], section: TrainingSection) -> RunResult:
+def _train(run_dir: Path, spec: dict[str, Any], section: JobSection) -> RunResult:
     _write_metadata(run_dir, spec, section)
     logger = JobLogger(run_dir)
     return run_stoppable(train_job(section, RunDir(run_dir), logger))

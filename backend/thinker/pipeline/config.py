@@ -50,6 +50,7 @@ from pydantic import (
     model_validator,
 )
 
+from thinker.algorithms.batch_config import BatchConfig
 from thinker.algorithms.dpo_config import DPOConfig
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rl_config import RLConfig
@@ -61,7 +62,8 @@ from thinker.errors import ConfigError
 from thinker.renderers import RENDERER_NAMES
 
 Backend = Literal["local", "tinker"]
-ALGORITHMS = ("sl", "dpo", "rl", "rlhf")
+ALGORITHMS = ("sl", "dpo", "rl", "rlhf")  # what trains (and what a proposal is made for)
+JOB_ALGORITHMS = (*ALGORITHMS, "batch")  # what a job of the server may run
 # rlhf is itself three stages (it links its own); rm, a judge for a later rl stage, is a stage
 STAGE_ALGORITHMS = ("sl", "dpo", "rl", "rm")
 # What `training:` may give once for every stage (a stage's own value wins), and what every
@@ -212,8 +214,20 @@ class RMTraining(_PipelineSection, RewardModelConfig):
         return RewardModelConfig.model_validate(self._run_fields(run_dir, overrides))
 
 
+class BatchRun(_PipelineSection, BatchConfig):
+    """`algorithm: batch` (a job of the server): a model answers every input of the dataset
+    over a pool of actors (algorithms/batch.py); nothing is trained."""
+
+    algorithm: Literal["batch"] = "batch"
+
+    def to_run_config(self, run_dir: Path, **overrides: Any) -> BatchConfig:
+        """The batch run's config, writing into `run_dir`."""
+        return BatchConfig.model_validate(self._run_fields(run_dir, overrides))
+
+
 StageSection = SLTraining | DPOTraining | RLTraining | RMTraining
 TrainingSection = SLTraining | DPOTraining | RLTraining | RLHFTraining | RMTraining
+JobSection = TrainingSection | BatchRun
 _STAGE_CLASSES: dict[str, type[StageSection]] = {
     "sl": SLTraining,
     "dpo": DPOTraining,
@@ -234,6 +248,15 @@ TrainingConfig = Annotated[
     | Annotated[DPOTraining, Tag("dpo")]
     | Annotated[RLTraining, Tag("rl")]
     | Annotated[RLHFTraining, Tag("rlhf")],
+    Discriminator(_algorithm_of),
+]
+# What a job of the server runs: a training section, or batch work.
+JobConfig = Annotated[
+    Annotated[SLTraining, Tag("sl")]
+    | Annotated[DPOTraining, Tag("dpo")]
+    | Annotated[RLTraining, Tag("rl")]
+    | Annotated[RLHFTraining, Tag("rlhf")]
+    | Annotated[BatchRun, Tag("batch")],
     Discriminator(_algorithm_of),
 ]
 StageConfig = Annotated[
@@ -640,7 +663,11 @@ def format_error(error: Any) -> str:
     # A discriminated union puts the chosen algorithm in the location: drop it, so that
     # `training.dpo.beta` reads `training.beta` and `stages.1.rl.seed` `stages[1].seed`.
     tag_at = 1 if loc[:1] == ["training"] else 2 if loc[:1] == ["stages"] else None
-    if tag_at is not None and len(loc) > tag_at and loc[tag_at] in {*ALGORITHMS, *STAGE_ALGORITHMS}:
+    if (
+        tag_at is not None
+        and len(loc) > tag_at
+        and loc[tag_at] in {*JOB_ALGORITHMS, *STAGE_ALGORITHMS}
+    ):
         del loc[tag_at]
     where = ""
     for part in loc:

@@ -27,12 +27,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from thinker.algorithms import batch
 from thinker.algorithms.common import RunResult, make_service
 from thinker.algorithms.rlhf import compare_policies, held_out_problems
 from thinker.engine import ServiceClient
 from thinker.errors import ConfigError, ThinkerError
 from thinker.pipeline.config import (
+    BatchRun,
     DPOTraining,
+    JobSection,
     PipelineConfig,
     RLHFTraining,
     RLTraining,
@@ -55,9 +58,12 @@ async def train_stages(config: PipelineConfig, run: RunDir, meta: RunMetadata) -
     return await run_stages(stages, run, meta, where=config.where)
 
 
-async def train_job(section: TrainingSection, run: RunDir, logger: MetricsLogger) -> RunResult:
+async def train_job(section: JobSection, run: RunDir, logger: MetricsLogger) -> RunResult:
     """A job's training: its one algorithm, or the stages of an rlhf job (their records in
-    the metadata.json its worker wrote, so that a resumed job skips the finished ones)."""
+    the metadata.json its worker wrote, so that a resumed job skips the finished ones); or a
+    batch job's work, which trains nothing."""
+    if isinstance(section, BatchRun):
+        return await batch.main(section.to_run_config(run.path), logger)
     if not isinstance(section, RLHFTraining):
         service = make_service(section, run.path)
         return await train_section(section, run.path, service, logger=logger)

@@ -4,10 +4,12 @@ metrics, logs, events, checkpoints, delete."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Response, status
+from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field, PlainValidator, StrictFloat, StrictInt
 from sqlalchemy import func, select
 
@@ -24,6 +26,7 @@ from thinker.jobs.request_config import by_algorithm
 from thinker.jobs.start import job_config
 from thinker.jobs.states import JobState
 from thinker.names import Name
+from thinker.pipeline.config import JOB_ALGORITHMS
 from thinker.runs import CheckpointRecord
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.server.platform import Platform
@@ -38,9 +41,10 @@ CONFIG_SCHEMAS = {
 }
 
 
-Algorithm = Literal["sl", "dpo", "rl", "rlhf"]
+Algorithm = Literal["sl", "dpo", "rl", "rlhf"]  # what trains (and is proposed for)
+CreatedAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "batch"]  # what POST /api/jobs takes
 # What a job's algorithm can be: those a request creates, and a Tinker SDK client's run
-JobAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "tinker_sdk"]
+JobAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "batch", "tinker_sdk"]
 
 
 class JobProposalFields(BaseModel):
@@ -97,7 +101,10 @@ class JobCreateFields(JobProposalFields):
 # The bodies as the OpenAPI document shows them: one model per algorithm, with its typed
 # config (jobs/request_config.py), told apart by `algorithm`.
 JobCreate = by_algorithm(
-    "JobCreate", JobCreateFields, "A job to check against its data and queue, by algorithm."
+    "JobCreate",
+    JobCreateFields,
+    "A job to check against its data and queue, by algorithm.",
+    JOB_ALGORITHMS,
 )
 JobProposalRequest = by_algorithm(
     "JobProposalRequest",
@@ -110,7 +117,7 @@ class _JobCreateRead(JobCreateFields):
     """A POST /api/jobs body as the server reads it: `config` a mapping, checked against the
     algorithm's own section by jobs/spec.py with every problem at once (`config.<key>: ...`)."""
 
-    algorithm: Algorithm
+    algorithm: CreatedAlgorithm
     config: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -470,6 +477,71 @@ async def read_job_rollouts(
         raise NotFoundError(f"job {job_id} has no rollouts for step {shown}")
     rows = await asyncio.to_thread(read_jsonl, files[shown]) if shown is not None else []
     return RolloutsPublic(steps=steps, step=shown, data=rows)
+
+
+class BatchResultsPublic(BaseModel):
+    total: int  # rows in results.jsonl (or those flagged / not, when filtered)
+    counts: dict[str, int]  # over every row: answered, failed, flagged, applied, verified, ...
+    actors: list[dict[str, Any]]  # pool.json: each actor's state, node, shard, shards done
+    data: list[dict[str, Any]]  # the page of rows: index, output, confidence, flagged, apply...
+
+
+@router.get("/{job_id}/results")
+async def read_job_results(
+    job_id: str,
+    platform: PlatformDep,
+    flagged: bool | None = None,
+    order: Literal["index", "confidence", "-confidence"] = "index",
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> BatchResultsPublic:
+    """A batch job's results so far: one row per input answered (output, confidence from the
+    samples' agreement, flagged, apply, and for a fix whether its tests passed), a page at a
+    time, flagged or not, by input or by confidence; the counts; its pool's actors."""
+    job = await platform.jobs.get(job_id)
+    if job.algorithm != "batch":
+        raise NotFoundError(f"job {job_id} is a {job.algorithm} job: only batch jobs have results")
+    run = platform.jobs.run_dir(job_id)
+    rows = await asyncio.to_thread(_rows_of, run.path / "results.jsonl")
+    counts = {
+        "answered": sum("error" not in r for r in rows),
+        "failed": sum("error" in r for r in rows),
+        "flagged": sum(bool(r.get("flagged")) for r in rows),
+        "applied": sum(bool(r.get("apply")) for r in rows),
+        "verified": sum(r.get("verified") is True for r in rows),
+        "verification_failed": sum(r.get("verified") is False for r in rows),
+    }
+    if flagged is not None:
+        rows = [r for r in rows if bool(r.get("flagged")) == flagged and "error" not in r]
+    if order == "index":
+        rows.sort(key=lambda r: r["index"])
+    else:
+        rows.sort(key=lambda r: (r.get("confidence", -1.0), r["index"]))
+        if order == "-confidence":
+            rows.reverse()
+    pool = await asyncio.to_thread(_read_text, run.path / "pool.json")
+    actors = json.loads(pool).get("actors", []) if pool else []
+    return BatchResultsPublic(
+        total=len(rows), counts=counts, actors=actors, data=rows[offset : offset + limit]
+    )
+
+
+@router.get(
+    "/{job_id}/results/download",
+    response_class=FileResponse,
+    responses={404: {"description": "Not a batch job, or no result yet"}},
+)
+async def download_job_results(job_id: str, platform: PlatformDep) -> FileResponse:
+    """A batch job's results.jsonl as it stands: one JSON row per input answered."""
+    job = await platform.jobs.get(job_id)
+    path = platform.jobs.run_dir(job_id).path / "results.jsonl"
+    if job.algorithm != "batch" or not path.is_file():
+        raise NotFoundError(f"job {job_id} has no results (a batch job's, once it answers)")
+    return FileResponse(path, media_type="application/x-ndjson", filename=f"{job_id}-results.jsonl")
+
+
+def _rows_of(path: Any) -> list[dict[str, Any]]:
+    return read_jsonl(path) if path.is_file() else []
 
 
 def _read_text(path: Any) -> str:
