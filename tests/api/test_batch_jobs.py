@@ -1,8 +1,8 @@
 """A batch job through the REST API: the tiny model answers the shipped code-review examples
-over a pool of one actor process (tests/integration/test_batch.py: two, one killed); the job succeeds with its figures as metrics, trains no
-model and writes no report; its results are read a page at a time (flagged or not, by
-confidence), with the counts and the pool's actors, and downloaded as JSONL. What a batch
-job cannot take is refused with where."""
+over a pool of one actor process (tests/integration/test_batch.py has two, one killed); the
+job succeeds with its figures as metrics, trains no model and writes no report; its results
+are read a page at a time (flagged or not, by confidence), with the counts and the pool's
+actors, and downloaded as JSONL. What a batch job cannot take is refused with where."""
 
 from __future__ import annotations
 

@@ -310,3 +310,38 @@ def test_batch_work_on_ray_actors_retries_a_killed_actors_shard(
     actors = json.loads((config.log_path / batch.POOL_RECORD).read_text())["actors"]
     lost = [a for a in actors if a["pid"] in killed]
     assert lost and all("the Ray actor died" in a["lost_reason"] for a in lost)
+
+
+def test_a_job_no_node_can_place_is_cancelled_and_its_actor_removed(
+    tmp_path: Path, cluster: str
+) -> None:
+    """A worker that asks for a resource no node has waits unplaced; cancel ends the job at
+    once and takes its pending actor off the cluster (SQLite only: the server's side is the
+    other tests')."""
+    server = _server(tmp_path, None, cluster, resources={"nowhere": 1})
+    try:
+        with server.client() as client:
+            dataset_id = upload(client, ARITHMETIC, "chat")
+            body = {"algorithm": "sl", "dataset_id": dataset_id, "config": SHORT}
+            job_id = client.post("/api/jobs", json=body).json()["id"]
+            waiting = wait_for(client, job_id, ("starting",), timeout=60)
+            time.sleep(3)  # still unplaced: nothing ran
+            assert client.get(f"/api/jobs/{job_id}").json()["state"] == "starting"
+            assert waiting["step"] == 0
+            assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
+            cancelled = wait_for(client, job_id, ("cancelled",), timeout=60)
+            assert cancelled["step"] == 0
+    finally:
+        server.stop()
+    ray.init(address=cluster, namespace="thinker-test", logging_level="WARNING")
+    try:  # the actor's name: thinker-<the job id's hex>-<attempt>
+        deadline = time.time() + 60
+        while True:
+            names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+            alive = [n for n in names if job_id.removeprefix("job_") in n]
+            if not alive or time.time() > deadline:
+                break
+            time.sleep(1)
+        assert alive == []
+    finally:
+        ray.shutdown()

@@ -517,7 +517,7 @@ class JobManager:
             raise ConflictError(f"job {job_id} is {job.state}; it cannot be {state} now")
         self.run_dir(job_id).control.write_text(json.dumps({"stop": request}))
         job = await self.get(job_id)
-        self.executor.terminate(_worker(job))
+        await asyncio.to_thread(self.executor.terminate, _worker(job))  # Ray: up to 2 s
         self.wake()
         return job
 

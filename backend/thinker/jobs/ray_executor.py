@@ -52,6 +52,7 @@ NAMESPACE = "thinker"
 REF_PREFIX = "ray:"  # a job row's `pid_start` for a worker on Ray: ray:<actor name>
 WORKER_REF_CHARS = 32  # the width of that column (store/tables.py)
 POLL_TIMEOUT_S = 5.0  # how long a poll waits for an actor that does not answer
+TERMINATE_ANSWER_S = 2.0  # a live actor takes a stop request at once (it has spare threads)
 EXIT_GRACE_S = 30.0  # an actor outlives its worker this long, for the server to read the code
 
 
@@ -194,8 +195,16 @@ class RayExecutor:
 
     def terminate(self, worker: WorkerRef) -> None:
         actor = self._find(worker)
-        if actor is not None:
-            actor.terminate.remote()
+        if actor is None:
+            return
+        asked = actor.terminate.remote()
+        done, _ = self._ray.wait([asked], timeout=TERMINATE_ANSWER_S)
+        if not done:
+            # Not placed (no node has the resources it asks for) or still starting, it cannot
+            # take the request: it goes, and the job ends as its stop request says
+            # (manager._end_lost); a worker it had started ends itself (PARENT_ENV).
+            log.info("job %s: its Ray actor did not answer; removing it", worker.job_id)
+            self._kill_actor(_name_of(worker))
 
     def kill(self, worker: WorkerRef) -> None:
         actor = self._find(worker)
