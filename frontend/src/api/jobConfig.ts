@@ -7,6 +7,8 @@ import type { Schemas } from './client'
 import type { DatasetKind } from './vocabulary'
 
 export type Algorithm = Schemas['JobCreate']['algorithm']
+/** An algorithm that trains a model: the server proposes its settings from the data. */
+export type TrainingAlgorithm = Schemas['JobProposalRequest']['algorithm']
 export type RlhfStage = 'sl' | 'rm' | 'rl'
 /** A stage of a job's proposal: its algorithm's, or an RLHF stage. */
 export type Stage = Schemas['StageProposalPublic']['stage']
@@ -44,6 +46,12 @@ const SCHEMAS = components.schemas as unknown as Record<string, PropertySchema &
 function resolve(schema: PropertySchema): PropertySchema & ConfigSchema {
   const target = schema.$ref ? SCHEMAS[schema.$ref.split('/').pop() ?? ''] : undefined
   return target ?? (schema as PropertySchema & ConfigSchema)
+}
+
+/** Whether `algorithm` trains a model (batch answers do not): those POST /api/jobs/proposal
+ * takes, and the only ones with a report, checkpoints and models. */
+export function trains(algorithm: Algorithm): algorithm is TrainingAlgorithm {
+  return algorithm in (SCHEMAS.JobProposalRequest.discriminator?.mapping ?? {})
 }
 
 /** The POST /api/jobs body of an algorithm. */
@@ -91,6 +99,8 @@ export interface ConfigField {
   default: unknown
   /** The values it takes, when it is a choice. */
   options: string[] | null
+  /** Free text (a string that is not a choice), sent as typed. */
+  text: boolean
   schema: PropertySchema
 }
 
@@ -99,12 +109,14 @@ export function configField(schema: ConfigSchema, key: string): ConfigField | nu
   const prop = schema.properties[key]
   if (!prop) return null
   const choice = resolve(prop).enum ?? null
+  const text = !choice && (prop.anyOf ?? [prop]).some((o) => o.type === 'string' && o.const === undefined && !o.enum)
   return {
     key,
     description: prop.description ?? '',
     proposed: prop['x-proposed'] === true,
     default: prop.default ?? null,
     options: choice ? choice.map(String) : null,
+    text,
     schema: prop,
   }
 }

@@ -444,6 +444,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/jobs/{job_id}/results": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Job Results
+         * @description A batch job's results so far: one row per input answered (output, confidence from the
+         *     samples' agreement, flagged, apply, and for a fix whether its tests passed), a page at a
+         *     time, flagged or not, by input or by confidence; the counts; its pool's actors.
+         */
+        get: operations["read_job_results"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/results/download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download Job Results
+         * @description A batch job's results.jsonl as it stands: one JSON row per input answered.
+         */
+        get: operations["download_job_results"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/jobs/{job_id}/resume": {
         parameters: {
             query?: never;
@@ -826,6 +868,177 @@ export interface components {
         BaseModelOptions: {
             /** Data */
             data: components["schemas"]["BaseModelOption"][];
+        };
+        /**
+         * BatchJobConfig
+         * @description The settings of a batch job (a model answers every row of its dataset over a pool of actors); each left out takes its default.
+         */
+        BatchJobConfig: {
+            /**
+             * Confidence Threshold
+             * @description Outputs whose confidence (the share of samples agreeing with the chosen answer) is below this are flagged, not applied.
+             * @default 0.5
+             */
+            confidence_threshold: number;
+            /**
+             * Max Retries
+             * @description Times a shard is retried on another actor after a failure.
+             * @default 2
+             */
+            max_retries: number;
+            /**
+             * Max Tokens
+             * @description Tokens per answer.
+             * @default 256
+             */
+            max_tokens: number;
+            /**
+             * Pool
+             * @description local: processes on this machine; ray: actors on the Ray cluster; auto: ray under the Ray executor, else local.
+             * @default auto
+             * @enum {string}
+             */
+            pool: "auto" | "local" | "ray";
+            /**
+             * Quantization
+             * @description 4bit: QLoRA's base (CUDA).
+             */
+            quantization?: "4bit" | null;
+            /**
+             * Renderer
+             * @description null: the base model's default renderer.
+             */
+            renderer?: string | null;
+            /**
+             * Samples
+             * @description Answers sampled per input; their agreement is the output's confidence.
+             * @default 4
+             */
+            samples: number;
+            /**
+             * Sandbox Timeout S
+             * @description Wall-clock limit of one fix's tests.
+             * @default 10
+             */
+            sandbox_timeout_s: number;
+            /**
+             * Seed
+             * @description Seeds the samples.
+             * @default 0
+             */
+            seed: number;
+            /**
+             * Shard Size
+             * @description Inputs an actor takes at once.
+             * @default 4
+             */
+            shard_size: number;
+            /**
+             * Shard Timeout S
+             * @description An actor that holds a shard longer is replaced.
+             * @default 600
+             */
+            shard_timeout_s: number;
+            /**
+             * System Prompt
+             * @description A system message for every input that has none; null: the task's.
+             */
+            system_prompt?: string | null;
+            /**
+             * Task
+             * @description answer: the rows' own prompts; review: a code-review prompt for each file; fix: a corrected file, run against the row's tests in the sandbox.
+             * @default answer
+             * @enum {string}
+             */
+            task: "answer" | "review" | "fix";
+            /**
+             * Temperature
+             * @description Sampling temperature.
+             * @default 0.7
+             */
+            temperature: number;
+            /**
+             * Workers
+             * @description Actors in the pool: one a GPU, or a few CPU cores each.
+             * @default 2
+             */
+            workers: number;
+        };
+        /** BatchJobCreate */
+        BatchJobCreate: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "batch";
+            /**
+             * Auto Resume
+             * @description Times the job is resumed from its last checkpoint, without being asked, when its worker or the node it runs on is lost (0: it stays interrupted).
+             * @default 2
+             */
+            auto_resume: number;
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["BatchJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the dataset whose rows the model answers, of kind chat or prompt_completion or problems.
+             */
+            dataset_id?: string | null;
+            /**
+             * Gpus
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl, dpo and rl jobs. The batch is shared out (and an rl step's groups sampled on every rank): the same steps, losses and checkpoints as one process.
+             * @default 1
+             */
+            gpus: number;
+            /**
+             * Memory Gb
+             * @description Host memory the job's worker needs, in GiB. Under the Ray executor its actor asks Ray for it, so the job waits for a node with that much unreserved; the local executor does not reserve memory.
+             */
+            memory_gb?: (number) | null;
+            /**
+             * Name
+             * @description Left out: "<dataset>-<algorithm>"; made unique either way.
+             */
+            name?: string | null;
+            /**
+             * Priority
+             * @description Higher starts first.
+             * @default 0
+             */
+            priority: number;
+        };
+        /** BatchResultsPublic */
+        BatchResultsPublic: {
+            /** Actors */
+            actors: {
+                [key: string]: unknown;
+            }[];
+            /** Counts */
+            counts: {
+                [key: string]: number;
+            };
+            /** Data */
+            data: {
+                [key: string]: unknown;
+            }[];
+            /** Total */
+            total: number;
         };
         /** Body_create_dataset */
         Body_create_dataset: {
@@ -1580,7 +1793,7 @@ export interface components {
          * JobCreate
          * @description A job to check against its data and queue, by algorithm.
          */
-        JobCreate: components["schemas"]["SLJobCreate"] | components["schemas"]["DPOJobCreate"] | components["schemas"]["RLJobCreate"] | components["schemas"]["RLHFJobCreate"];
+        JobCreate: components["schemas"]["SLJobCreate"] | components["schemas"]["DPOJobCreate"] | components["schemas"]["RLJobCreate"] | components["schemas"]["RLHFJobCreate"] | components["schemas"]["BatchJobCreate"];
         /** JobEvents */
         JobEvents: {
             /** Data */
@@ -4077,7 +4290,7 @@ export interface operations {
         parameters: {
             query?: {
                 state?: components["schemas"]["JobState"] | null;
-                algorithm?: ("sl" | "dpo" | "rl" | "rlhf" | "tinker_sdk") | null;
+                algorithm?: ("sl" | "dpo" | "rl" | "rlhf" | "batch" | "tinker_sdk") | null;
                 backend?: ("local" | "tinker") | null;
                 dataset_id?: string | null;
                 offset?: number;
@@ -4710,6 +4923,109 @@ export interface operations {
             };
             /** @description The job's state forbids it now (it has ended, or it is running) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    read_job_results: {
+        parameters: {
+            query?: {
+                flagged?: boolean | null;
+                order?: "index" | "confidence" | "-confidence";
+                offset?: number;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchResultsPublic"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    download_job_results: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not a batch job, or no result yet */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

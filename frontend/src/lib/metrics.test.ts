@@ -11,6 +11,8 @@ describe('metric registry', () => {
       'frac_terminated', 'sample_tokens_per_s', 'loss', 'kl_sample_train', 'num_datums', 'eval_reward_mean',
       'rm_train_nll', 'rm_eval_accuracy', 'rm_eval_prob_chosen', 'rm_eval_margin',
       'eval_win_rate_vs_sl', 'eval_judge_score_sl', 'eval_judge_score_rl',
+      'inputs_done', 'inputs_total', 'answered', 'failed', 'flagged', 'applied', 'verified',
+      'verification_failed', 'mean_confidence', 'shard_retries', 'actors_lost',
     ]
     for (const key of logged) {
       expect(METRICS[key], key).toBeDefined()
@@ -57,6 +59,13 @@ describe('health checks', () => {
     expect(checkMetric('num_datums', [64, 0])).toMatch(/every group was dropped/)
   })
 
+  test('batch: an input failed on every retry, an actor lost', () => {
+    expect(checkMetric('failed', [0, 0])).toBeNull()
+    expect(checkMetric('failed', [0, 4])).toMatch(/failed after every retry/)
+    expect(checkMetric('actors_lost', [0])).toBeNull()
+    expect(checkMetric('actors_lost', [0, 1])).toMatch(/actors were lost/)
+  })
+
   test('entropy collapse and gradient spikes are relative to the run itself', () => {
     expect(checkMetric('entropy', [2.0, 1.8, 1.5])).toBeNull()
     expect(checkMetric('entropy', [2.0, 1.0, 0.2])).toMatch(/collapsed/)
@@ -87,6 +96,7 @@ describe('helpers', () => {
     expect(primaryMetric(['learning_rate', 'train_mean_nll'])).toBe('train_mean_nll')
     expect(primaryMetric(['accuracy', 'dpo_loss'])).toBe('dpo_loss')
     expect(primaryMetric(['loss', 'reward_mean'])).toBe('reward_mean')
+    expect(primaryMetric(['inputs_done', 'flagged', 'mean_confidence'])).toBe('mean_confidence')
     expect(primaryMetric(['step_time_s'])).toBeNull()
   })
 

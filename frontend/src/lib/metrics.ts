@@ -1,4 +1,4 @@
-// Every metric the training algorithms log (backend/thinker/algorithms/*.py, explained in
+// Every metric the algorithms log (backend/thinker/algorithms/*.py, explained in
 // TRAINING_GUIDE.md "Metrics"): what it means, its healthy range, and a check that says when a
 // live value leaves that range. Charts, tooltips and warnings all read from here, so the words
 // a user sees match the guide.
@@ -14,6 +14,7 @@ export type MetricSection =
   | 'optimizer'
   | 'throughput'
   | 'batch'
+  | 'answers'
   | 'other'
 
 /** All the series of one job, by metric key, oldest value first. */
@@ -43,6 +44,7 @@ export const SECTIONS: { id: MetricSection; title: string; blurb: string }[] = [
   { id: 'optimizer', title: 'Optimizer', blurb: 'Learning rate schedule and gradient size.' },
   { id: 'throughput', title: 'Throughput', blurb: 'Speed: tokens per second and time per step.' },
   { id: 'batch', title: 'Batch', blurb: 'What each step trained on.' },
+  { id: 'answers', title: 'Answers', blurb: 'A batch job\'s work after each shard: inputs answered, flagged, applied; its pool.' },
   { id: 'other', title: 'Other', blurb: 'Metrics without a description yet.' },
 ]
 
@@ -304,6 +306,28 @@ const DEFINITIONS: MetricInfo[] = [
   metric('loss:sum', 'Loss (summed)', 'loss',
     'The loss function summed over the batch\'s tokens, as forward_backward returned it to the Tinker SDK client (a step\'s calls added up).',
     'Depends on the loss: cross-entropy falls (see Train NLL, its mean per trained token); an RL loss hovers around 0.'),
+  // Batch answers (one row per shard done; counts over every input answered so far)
+  metric('inputs_done', 'Inputs done', 'answers',
+    'Inputs answered or failed so far, against inputs_total.', 'Rises to inputs_total.', none, 'inputs'),
+  metric('inputs_total', 'Inputs in all', 'answers', 'The inputs of the dataset to answer.', 'Constant.', none, 'inputs'),
+  metric('answered', 'Answered', 'answers', 'Inputs with an output.', 'Rises with inputs_done.', none, 'outcomes'),
+  metric('failed', 'Failed', 'answers',
+    'Inputs whose shard failed on every retry: an error instead of an output.', '0.',
+    (v) => (last(v) > 0 ? 'inputs failed after every retry: read their errors in the Results' : null), 'outcomes'),
+  metric('flagged', 'Flagged', 'answers',
+    'Outputs whose confidence is below confidence_threshold: shown, never applied.', 'A small share of answered.', none, 'use'),
+  metric('applied', 'Applied', 'answers',
+    'Outputs to apply: not flagged and, for a fix, verified by its tests.', 'Most of answered.', none, 'use'),
+  metric('verified', 'Verified', 'answers', 'Fixes whose tests passed (task fix).', 'Most of the fixes with tests.', none, 'verification'),
+  metric('verification_failed', 'Tests failed', 'answers', 'Fixes whose tests failed (task fix).', 'Few.', none, 'verification'),
+  metric('mean_confidence', 'Mean confidence', 'answers',
+    'The mean over answered inputs of the share of samples that agree with the output.',
+    'Near 1 on questions with one right answer; low means the model is unsure or the task is open.'),
+  metric('shard_retries', 'Shard retries', 'answers',
+    'Shards sent again to another actor after an error, a lost actor or shard_timeout_s.', '0, or a few.', none, 'pool'),
+  metric('actors_lost', 'Actors lost', 'answers',
+    'Actors that died or hung and were replaced.', '0.',
+    (v) => (last(v) > 0 ? 'actors were lost: the Results\' pool says why' : null), 'pool'),
   // Shared
   metric('learning_rate', 'Learning rate', 'optimizer',
     'Learning rate of the step, after warmup and the schedule.',
@@ -347,6 +371,11 @@ export function metricOrder(key: string): number {
 /** Chart titles for charts that hold several metrics. */
 export const CHART_TITLES: Readonly<Record<string, string>> = {
   nll: 'Loss (NLL)',
+  inputs: 'Inputs done',
+  outcomes: 'Answered and failed',
+  use: 'Applied and flagged',
+  verification: 'Fix tests',
+  pool: 'Retries and lost actors',
   dpo_loss: 'DPO loss',
   rm_nll: 'Judge NLL',
   reward: 'Reward',
@@ -381,7 +410,7 @@ export function checkMetric(key: string, values: readonly number[], all: SeriesM
 /** The metric that best stands for "loss" in a job list sparkline, for any algorithm. */
 export function primaryMetric(keys: Iterable<string>): string | null {
   const have = new Set(keys)
-  const order = ['train_mean_nll', 'dpo_loss', 'rm_train_nll', 'reward_mean', 'loss:sum']
+  const order = ['train_mean_nll', 'dpo_loss', 'rm_train_nll', 'reward_mean', 'loss:sum', 'mean_confidence']
   return order.find((k) => have.has(k)) ?? null
 }
 

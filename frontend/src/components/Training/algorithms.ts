@@ -1,10 +1,10 @@
-// The four algorithms as users meet them: what they are, when to pick them, their data, their
-// loss, and which settings the forms show, under which label. Everything else about a setting
+// The algorithms as users meet them (four that train, and batch answers, which does not): what
+// they are, when to pick them, their data, their loss, and which settings the forms show. Everything else about a setting
 // (its help, default or proposal, choices, bounds) and the dataset kinds each algorithm takes
 // come from the server's OpenAPI document (api/jobConfig.ts).
-import type { Algorithm, RlhfStage } from '../../api/jobConfig'
+import { trains, type Algorithm, type RlhfStage, type TrainingAlgorithm } from '../../api/jobConfig'
 
-export type { Algorithm } from '../../api/jobConfig'
+export type { Algorithm, TrainingAlgorithm } from '../../api/jobConfig'
 
 export interface AlgorithmInfo {
   id: Algorithm
@@ -59,7 +59,20 @@ export const ALGORITHMS: AlgorithmInfo[] = [
     example: 'demonstrations (chat) + pairs {"prompt", "chosen", "rejected"} + prompts {"prompt", "reference"}',
     loss: 'Cross-entropy (SL and judge), then policy gradient with the judge\'s win probability as reward.',
   },
+  {
+    id: 'batch',
+    name: 'Batch answers',
+    short: 'Batch',
+    goal: 'Answer many inputs, with confidences',
+    what: 'A model answers every row of a dataset over a pool of worker processes; each input is sampled several times, and the share of samples that agree is the answer\'s confidence. Low-confidence answers are flagged; a fix can be checked against the row\'s tests.',
+    when: 'You want a model\'s answers (or reviews, or fixes) for a whole dataset, and to know which ones to trust. Nothing is trained and no model is made.',
+    example: '{"prompt": "What is 3+4?"}  →  {"index": 0, "output": "7", "confidence": 1.0, "flagged": false}',
+    loss: 'None: nothing is trained.',
+  },
 ]
+
+/** The algorithms that train a model, in the order above: the wizard's and the guides' choices. */
+export const TRAINING_ALGORITHMS: TrainingAlgorithm[] = ALGORITHMS.map((a) => a.id).filter(trains)
 
 export const ALGORITHM_BY_ID = Object.fromEntries(ALGORITHMS.map((a) => [a.id, a])) as Record<
   Algorithm,
@@ -90,6 +103,12 @@ const LABELS: Record<string, string> = {
   temperature: 'Temperature',
   loss_fn: 'Loss',
   kl_coef: 'KL coefficient',
+  task: 'Task',
+  samples: 'Samples per input',
+  confidence_threshold: 'Confidence threshold',
+  workers: 'Workers (actors)',
+  shard_size: 'Shard size',
+  system_prompt: 'System prompt',
 }
 
 const specs = (...keys: string[]): ParamSpec[] => keys.map((key) => ({ key, label: LABELS[key] ?? key }))
@@ -100,6 +119,7 @@ export const PARAMS: Record<Algorithm, ParamSpec[]> = {
   dpo: specs('learning_rate', 'beta', 'batch_size', 'micro_batch_size', 'num_epochs', 'max_steps', 'lora_rank', 'eval_every', 'save_every'),
   rl: specs('learning_rate', 'group_size', 'groups_per_batch', 'max_steps', 'max_tokens', 'temperature', 'loss_fn', 'kl_coef', 'lora_rank', 'eval_every', 'save_every'),
   rlhf: specs('lora_rank'),
+  batch: specs('task', 'samples', 'temperature', 'max_tokens', 'confidence_threshold', 'workers', 'shard_size', 'system_prompt'),
 }
 
 /** The settings of each RLHF stage the form shows. */

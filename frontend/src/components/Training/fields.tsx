@@ -62,6 +62,18 @@ export function ParamField({
       </div>
     )
   }
+  if (field?.text) {
+    // free text (a system prompt): the whole row, a few lines tall
+    return (
+      <div className="sm:col-span-2 xl:col-span-3">
+        <label htmlFor={id} className="label flex items-center gap-1.5">
+          {spec.label} <InfoTip label={`About ${spec.label}`}>{help}</InfoTip>
+        </label>
+        <textarea id={id} rows={3} className="input text-xs" value={value} placeholder={empty.short} onChange={(e) => onChange(e.target.value)} {...invalidProps(id, error)} />
+        <FieldError id={id} error={error} />
+      </div>
+    )
+  }
   return (
     <NumberField id={id} label={spec.label} help={help} value={value} onChange={onChange} error={error} placeholder={empty.short} />
   )

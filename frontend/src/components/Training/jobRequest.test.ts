@@ -76,9 +76,10 @@ describe('the new-job form', () => {
     expect(proposalRequest({ ...form, gpus: '9' }, {})).toEqual({ algorithm: 'sl', backend: 'local', base_model: 'thinker/tiny', dataset_id: 'ds_1', config: {} })
   })
 
-  test('several GPUs: local sl, dpo and rl jobs only', () => {
-    const refused = 'Only local sl, dpo and rl jobs train on several GPUs.'
+  test('several GPUs: local sl, dpo, rl and batch jobs only', () => {
+    const refused = 'Only local sl, dpo, rl and batch jobs use several GPUs.'
     expect(gpusError({ ...initialForm('rl'), gpus: '2' })).toBeNull()
+    expect(gpusError({ ...initialForm('batch'), gpus: '2' })).toBeNull()
     for (const algorithm of ['rlhf'] as const) {
       const form = { ...initialForm(algorithm), datasetId: 'ds_1' }
       expect(form.gpus).toBe('1')
@@ -113,5 +114,35 @@ describe('the new-job form', () => {
     expect(form.params).toEqual({ lora_rank: '16' })
     expect(form.stageParams).toEqual({ 'sl.batch_size': '8', 'rm.learning_rate': '0.0003', 'rl.group_size': '4' })
     expect(JSON.parse(form.extraJson)).toEqual({ seed: 1, sl: { warmup_steps: 2 }, rl: { reward: { type: 'judge' } } })
+  })
+
+  test('batch: its settings as typed (a choice and free text kept as text), no proposal asked', () => {
+    const form = {
+      ...initialForm('batch'),
+      datasetId: 'ds_1',
+      params: { task: 'fix', samples: '8', temperature: '0.9', confidence_threshold: '0.75', workers: '', system_prompt: '  Answer tersely.  ' },
+      extraJson: '{"pool": "local"}',
+    }
+    expect(buildJobRequest(form)).toEqual({
+      body: {
+        algorithm: 'batch', backend: 'local', base_model: 'thinker/tiny', dataset_id: 'ds_1', priority: 0, gpus: 1, auto_resume: 2,
+        config: { task: 'fix', samples: 8, temperature: 0.9, confidence_threshold: 0.75, system_prompt: 'Answer tersely.', pool: 'local' },
+      },
+      problems: [],
+    })
+    expect(proposalRequest(form, {})).toBeNull()
+    // checked by the schema's rules, with no training rows to bound them
+    expect(formErrors({ ...form, params: { samples: '0', confidence_threshold: '1.5', shard_size: '2.5' } }, undefined)).toEqual({
+      samples: 'Must be at least 1.',
+      confidence_threshold: 'Must be at most 1.',
+      shard_size: 'Must be a whole number.',
+    })
+  })
+
+  test('a new batch job from an ended one: its settings in the fields, the rest in the JSON editor', () => {
+    const form = formFromJob(job({ state: 'succeeded', algorithm: 'batch', config: { task: 'review', samples: 6, system_prompt: 'Be brief.', pool: 'ray', dataset: '/srv/x.jsonl' } }) as Job)
+    expect(form.algorithm).toBe('batch')
+    expect(form.params).toEqual({ task: 'review', samples: '6', system_prompt: 'Be brief.' })
+    expect(JSON.parse(form.extraJson)).toEqual({ pool: 'ray' })
   })
 })

@@ -1,8 +1,9 @@
 // From the new-job form's fields to a POST /api/jobs body. Number fields arrive as text;
-// an empty field is left out so the server's proposal applies. The JSON editor's object is
-// merged last (deeply, so {"rl": {"max_tokens": 12}} keeps the form's other rl keys).
+// an empty field is left out so the server's proposal (for batch, the default) applies. The
+// JSON editor's object is merged last (deeply, so {"rl": {"max_tokens": 12}} keeps the form's
+// other rl keys).
 import type { Schemas } from '../../api/client'
-import { bodySchema, configField, configSchema, RLHF_STAGES, type ConfigSchema, type RlhfStage, type Stage } from '../../api/jobConfig'
+import { bodySchema, configField, configSchema, RLHF_STAGES, trains, type ConfigSchema, type RlhfStage, type Stage } from '../../api/jobConfig'
 import { PARAMS, RLHF_STAGE_PARAMS, type Algorithm, type ParamSpec } from './algorithms'
 import type { JobProposal, ProposalRequest } from './contract'
 import type { Job } from './queries'
@@ -40,15 +41,16 @@ export function autoResumeError(f: Pick<FormState, 'algorithm' | 'autoResume'>):
 /** The request's own gpus field: its default and bounds, from the server's schema. */
 const gpusField = (algorithm: Algorithm) => configField(bodySchema(algorithm), 'gpus')
 
-/** Only these train a job over several processes, and only on the local backend. */
-const DATA_PARALLEL: readonly Algorithm[] = ['sl', 'dpo', 'rl']
+/** Only these use several GPUs, and only on the local backend: sl, dpo and rl train
+ * data-parallel, a batch job spreads its actors over them. */
+const MULTI_GPU: readonly Algorithm[] = ['sl', 'dpo', 'rl', 'batch']
 
 /** Why the GPUs field cannot be sent, or null (empty: the server's default, one process). */
 export function gpusError(f: Pick<FormState, 'algorithm' | 'backend' | 'gpus'>): string | null {
   const error = checkNumber(f.gpus, ruleOf(bodySchema(f.algorithm), 'gpus'))
   if (error) return error
   const n = f.gpus.trim() === '' ? 1 : Number(f.gpus.trim())
-  if (n > 1 && (f.backend !== 'local' || !DATA_PARALLEL.includes(f.algorithm))) return 'Only local sl, dpo and rl jobs train on several GPUs.'
+  if (n > 1 && (f.backend !== 'local' || !MULTI_GPU.includes(f.algorithm))) return 'Only local sl, dpo, rl and batch jobs use several GPUs.'
   return null
 }
 
@@ -86,7 +88,8 @@ function values(schema: ConfigSchema, specs: readonly ParamSpec[], fields: Field
   for (const p of specs) {
     const raw = (fields[prefix + p.key] ?? '').trim()
     if (raw === '') continue
-    if (configField(schema, p.key)?.options) out[p.key] = raw
+    const field = configField(schema, p.key)
+    if (field?.options || field?.text) out[p.key] = raw
     else if (Number.isFinite(Number(raw))) out[p.key] = Number(raw)
     else problems.push(`${where}${p.key}: "${raw}" is not a number`)
   }
@@ -140,7 +143,11 @@ export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | nu
 /** Where each field's rules are: its config schema, and the stage whose training rows bound it
  * (none for RLHF's own keys, such as lora_rank). */
 function fieldStages(f: FormState): { schema: ConfigSchema; specs: readonly ParamSpec[]; prefix: string; stage: Stage | null; fields: Fields }[] {
-  if (f.algorithm !== 'rlhf') return [{ schema: configSchema(f.algorithm), specs: PARAMS[f.algorithm], prefix: '', stage: f.algorithm, fields: f.params }]
+  if (f.algorithm !== 'rlhf') {
+    // batch trains nothing: no stage, no training rows to bound a field
+    const stage = trains(f.algorithm) ? f.algorithm : null
+    return [{ schema: configSchema(f.algorithm), specs: PARAMS[f.algorithm], prefix: '', stage, fields: f.params }]
+  }
   return [
     { schema: configSchema('rlhf'), specs: PARAMS.rlhf, prefix: '', stage: null, fields: f.params },
     ...RLHF_STAGES.map((s) => ({ schema: configSchema('rlhf', s), specs: RLHF_STAGE_PARAMS[s], prefix: `${s}.`, stage: s, fields: f.stageParams })),
@@ -163,9 +170,10 @@ export function formErrors(f: FormState, proposal: JobProposal | undefined): Rec
   return errors
 }
 
-/** The proposal request for the form as it is: its valid fields only; null until the data is chosen. */
+/** The proposal request for the form as it is: its valid fields only; null until the data is
+ * chosen, and always for batch (nothing trains, so nothing is proposed). */
 export function proposalRequest(f: FormState, errors: Readonly<Record<string, string>>): ProposalRequest | null {
-  if (!f.datasetId || !f.baseModel.trim()) return null
+  if (!trains(f.algorithm) || !f.datasetId || !f.baseModel.trim()) return null
   if (f.algorithm === 'rlhf' && !(f.rmDatasetId && f.rlDatasetId)) return null
   const blank = (fields: Fields, prefix: string) =>
     Object.fromEntries(Object.entries(fields).filter(([k]) => !((prefix + k) in errors)))

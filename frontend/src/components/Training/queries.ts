@@ -5,6 +5,7 @@
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { useEffect, useState } from 'react'
 import { api, unwrap, type Schemas } from '../../api/client'
+import type { operations } from '../../api/schema'
 import { isLive, type JobState } from '../../api/vocabulary'
 import type { HistoryEvent } from './attempts'
 import { problemsOf, unwrapProblems, type ProposalRequest } from './contract'
@@ -138,6 +139,20 @@ export function useRollouts(jobId: string, step: number | null, live: boolean) {
         }),
       ),
     refetchInterval: live && step === null ? 5_000 : false,
+  })
+}
+
+export type ResultsQuery = NonNullable<operations['read_job_results']['parameters']['query']>
+
+/** A batch job's results, one page; polled while the job runs (each shard adds rows, and the
+ * pool's actors change state), the page on screen kept while the next loads. */
+export function useJobResults(jobId: string, query: ResultsQuery, live: boolean) {
+  return useQuery({
+    queryKey: ['jobs', jobId, 'results', query],
+    queryFn: async () =>
+      unwrap(await api.GET('/api/jobs/{job_id}/results', { params: { path: { job_id: jobId }, query } })),
+    placeholderData: keepPreviousData,
+    refetchInterval: live ? 5_000 : false,
   })
 }
 

@@ -3,17 +3,17 @@
 // thinker/tiny; else unknown.
 import { useQuery } from '@tanstack/react-query'
 import { api, unwrap } from '../../api/client'
-import type { Algorithm } from './algorithms'
+import type { TrainingAlgorithm } from './algorithms'
 import { fetchAllMetrics } from './queries'
 import { documentedPace, measuredPace, type Pace } from './wizardLogic'
 
 type Stage = 'sl' | 'dpo' | 'rl' | 'rm'
 
-export function stagesOf(algorithm: Algorithm): Stage[] {
+export function stagesOf(algorithm: TrainingAlgorithm): Stage[] {
   return algorithm === 'rlhf' ? ['sl', 'rm', 'rl'] : [algorithm]
 }
 
-export function usePaces(algorithm: Algorithm, baseModel: string, backend: 'local' | 'tinker', enabled: boolean) {
+export function usePaces(algorithm: TrainingAlgorithm, baseModel: string, backend: 'local' | 'tinker', enabled: boolean) {
   return useQuery({
     queryKey: ['training-pace', algorithm, baseModel, backend],
     enabled,

@@ -282,3 +282,43 @@ describe('the report of an ended job', () => {
     expect(screen.queryByRole('link', { name: 'Try it in the Playground' })).toBeNull()
   })
 })
+
+describe('a batch job', () => {
+  test('its results take the report\'s place; no checkpoints, no models; progress in shards', async () => {
+    const counts = { answered: 8, failed: 0, flagged: 1, applied: 7, verified: 0, verification_failed: 0 }
+    const seen = answer(fetchMock, {
+      'GET /api/jobs/job_1': () => ({
+        body: job({ algorithm: 'batch', name: 'arith-batch', config: { samples: 4 }, state: 'succeeded', step: 2, total_steps: 2, progress: 1, eta_s: null, finished_at: '2026-01-01T00:01:00Z' }),
+      }),
+      'GET /api/jobs/job_1/metrics': () => ({
+        body: {
+          data: [
+            { step: 1, inputs_done: 4, inputs_total: 8, answered: 4, flagged: 0, applied: 4, mean_confidence: 1 },
+            { step: 2, inputs_done: 8, inputs_total: 8, answered: 8, flagged: 1, applied: 7, mean_confidence: 0.875 },
+          ],
+          count: 2,
+          next_offset: null,
+        },
+      }),
+      'GET /api/jobs/job_1/results': () => ({
+        body: { total: 1, counts, actors: [], data: [{ index: 0, output: '7', confidence: 1, samples: 4, flagged: false, apply: true }] },
+      }),
+    })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByTestId('count-answered')).toHaveTextContent('8')
+    expect(screen.getByText('of 8 inputs')).toBeInTheDocument()
+    expect(screen.getByTestId('count-mean_confidence')).toHaveTextContent('88%')
+    expect(screen.getByTestId('result-0')).toHaveTextContent('100%')
+    expect(screen.getByRole('link', { name: 'Download JSONL' })).toHaveAttribute('href', '/api/jobs/job_1/results/download')
+    expect(screen.getByTestId('job-progress')).toHaveTextContent('shard 2 / 2')
+    expect(screen.getByText('Batch · Batch answers')).toBeInTheDocument()
+    // the shards' counts are charted, under their own names
+    expect(screen.getByTestId('latest-mean_confidence')).toHaveTextContent('0.875')
+    expect(screen.getByRole('article', { name: 'Applied and flagged' })).toBeInTheDocument()
+    // nothing of training: no report, no checkpoints, no models asked for
+    expect(screen.queryByText(/has no report/)).toBeNull()
+    expect(screen.queryByRole('tab', { name: 'Checkpoints' })).toBeNull()
+    expect(screen.queryByRole('tab', { name: 'Rollouts' })).toBeNull()
+    expect(seen.some((r) => r.startsWith('GET /api/models') || r.includes('/checkpoints'))).toBe(false)
+  })
+})

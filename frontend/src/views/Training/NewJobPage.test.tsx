@@ -1,4 +1,4 @@
-import { cleanup, screen, waitFor } from '@testing-library/react'
+import { act, cleanup, screen, waitFor } from '@testing-library/react'
 import userEvent from '@testing-library/user-event'
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { answer, job, renderAt } from '../../components/Training/testing'
@@ -93,7 +93,7 @@ describe('the advanced form refuses what it cannot use', () => {
     expect(created[0]).toMatchObject({ auto_resume: 0 })
   })
 
-  test('GPUs: 1 unless changed, sent as gpus; several only for local sl, dpo and rl jobs', async () => {
+  test('GPUs: 1 unless changed, sent as gpus; several only for local sl, dpo, rl and batch jobs', async () => {
     const user = userEvent.setup()
     renderAt(<NewJobPage />, '/training/new', '/training/new')
     await user.selectOptions(await screen.findByLabelText(/^Dataset/), 'ds_1')
@@ -117,7 +117,7 @@ describe('the advanced form refuses what it cannot use', () => {
     await user.selectOptions(screen.getByLabelText('Algorithm'), 'rlhf')
     expect(field).toHaveValue('2')
     expect(field).toHaveAttribute('aria-invalid', 'true')
-    expect(errorOf()).toHaveTextContent('Only local sl, dpo and rl jobs train on several GPUs.')
+    expect(errorOf()).toHaveTextContent('Only local sl, dpo, rl and batch jobs use several GPUs.')
     expect(queue).toBeDisabled()
     await user.selectOptions(screen.getByLabelText('Algorithm'), 'sl')
     await user.selectOptions(screen.getByLabelText(/^Dataset/), 'ds_1')
@@ -151,5 +151,34 @@ describe('the advanced form refuses what it cannot use', () => {
     expect(input(/^Learning rate/)).toHaveValue('0.5')
     expect(input(/^GPUs/)).toHaveValue('2')
     expect(JSON.parse((screen.getByLabelText(/^Other settings/) as HTMLTextAreaElement).value)).toEqual({ seed: 3 })
+  })
+})
+
+describe('a batch job', () => {
+  test('the form offers batch, sends its settings as typed, and never asks for a proposal', async () => {
+    const user = userEvent.setup()
+    renderAt(<NewJobPage />, '/training/new', '/training/new')
+    await user.selectOptions(await screen.findByLabelText('Algorithm'), 'batch')
+    expect(screen.getByRole('heading', { level: 1 })).toHaveTextContent('New batch job')
+    await user.selectOptions(screen.getByLabelText(/^Dataset/), 'ds_1')
+    // empty fields take their defaults, shown as placeholders
+    expect(input(/^Samples per input/)).toHaveAttribute('placeholder', 'default: 4')
+    expect(input(/^Confidence threshold/)).toHaveAttribute('placeholder', 'default: 0.5')
+    await user.selectOptions(screen.getByLabelText(/^Task/, { selector: 'select' }), 'fix')
+    await user.type(input(/^Samples per input/), '8')
+    await user.type(input(/^Workers/), '3')
+    await user.type(screen.getByLabelText(/^System prompt/, { selector: 'textarea' }), 'Fix the bug; change nothing else.')
+    expect(screen.getByLabelText('batch plan')).toHaveTextContent("Each of the dataset's 100 rows is answered 8 times by a pool of 3 actors, 4 rows at a time (task fix).")
+    expect(screen.queryByLabelText('proposal')).toBeNull()
+    // past the form's debounce (350 ms), the proposal would have been asked: it is not
+    await act(() => new Promise((resolve) => setTimeout(resolve, 500)))
+    expect(fetchMock.mock.calls.some(([r]) => r instanceof Request && r.url.endsWith('/api/jobs/proposal'))).toBe(false)
+
+    await user.click(screen.getByRole('button', { name: 'Queue the job' }))
+    await waitFor(() => expect(created).toHaveLength(1))
+    expect(created[0]).toEqual({
+      algorithm: 'batch', backend: 'local', base_model: 'thinker/tiny', dataset_id: 'ds_1', priority: 0, gpus: 1, auto_resume: 2,
+      config: { task: 'fix', samples: 8, workers: 3, system_prompt: 'Fix the bug; change nothing else.' },
+    })
   })
 })

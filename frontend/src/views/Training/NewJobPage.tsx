@@ -2,11 +2,12 @@
 // server's proposal for this data (shown in grey); every number is checked as typed against
 // the server's rules, and the job cannot be queued while one is refused. `?from_job=` starts
 // from an ended job's settings. A refused job shows the server's `problems` by their fields.
+// A batch job trains nothing: no proposal is asked, and its empty fields take their defaults.
 import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router-dom'
 import { ErrorState, Loading } from '../../components/ui/States'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
-import { bodySchema, configField, configSchema, datasetKinds, RLHF_STAGES } from '../../api/jobConfig'
+import { bodySchema, configField, configSchema, datasetKinds, RLHF_STAGES, trains } from '../../api/jobConfig'
 import { ALGORITHMS, PARAMS, RLHF_STAGE_PARAMS, type Algorithm } from '../../components/Training/algorithms'
 import { problemsAbout, type JobProposal, type ProblemsError } from '../../components/Training/contract'
 import { BaseModelField, DatasetSelect, ParamField } from '../../components/Training/fields'
@@ -66,6 +67,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
   const gpusProblem = gpusError(form) ?? problemsAbout(serverProblems, 'gpus')[0] ?? null
   const localProblems = [...Object.entries(errors).map(([k, m]) => `${k}: ${m}`), ...preview.problems]
   const canSubmit = localProblems.length === 0 && preview.body !== null && !create.isPending
+  const training = trains(form.algorithm)
 
   const chooseAlgorithm = (algorithm: Algorithm) => set({ algorithm, params: {}, stageParams: {}, datasetId: '' })
 
@@ -83,10 +85,10 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
       <header className="flex flex-wrap items-end justify-between gap-4">
         <div>
           <Link to="/training" className="text-xs text-neutral-500 hover:text-accent">← All jobs</Link>
-          <h1 className="text-2xl font-semibold text-neutral-100">New training job</h1>
+          <h1 className="text-2xl font-semibold text-neutral-100">{training ? 'New training job' : 'New batch job'}</h1>
           <p className="text-sm text-neutral-400">
             {from ? (
-              <>Starting from the settings of <Link to={`/training/${from.id}`} className="text-accent hover:underline">{from.name}</Link>: change what its report asks, then queue it.</>
+              <>Starting from the settings of <Link to={`/training/${from.id}`} className="text-accent hover:underline">{from.name}</Link>: change {training ? 'what its report asks' : 'what you need'}, then queue it.</>
             ) : (
               <>Every setting. First time? <Link to="/training/wizard" className="text-cta hover:underline">The wizard</Link> picks them for you.</>
             )}
@@ -149,7 +151,11 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
 
           <section className="card">
             <h2 className="mb-3 text-sm font-medium text-neutral-200">
-              Hyperparameters <span className="text-xs text-neutral-500">— empty fields take the server's proposal for this data (in grey)</span>
+              {training ? (
+                <>Hyperparameters <span className="text-xs text-neutral-500">— empty fields take the server's proposal for this data (in grey)</span></>
+              ) : (
+                <>Settings <span className="text-xs text-neutral-500">— empty fields take their default (in grey)</span></>
+              )}
             </h2>
             <div className="grid gap-4 sm:grid-cols-2 xl:grid-cols-3">
               {PARAMS[form.algorithm].map((p) => (
@@ -191,7 +197,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
             <div className="max-w-xs">
               <NumberField
                 id="nj-gpus"
-                label="GPUs (data-parallel processes)"
+                label={training ? 'GPUs (data-parallel processes)' : 'GPUs (shared by the actors)'}
                 help={<>{gpus?.description} From {String(gpus?.schema.minimum)} to {String(gpus?.schema.maximum)}.</>}
                 value={form.gpus}
                 onChange={(v) => set({ gpus: v })}
@@ -199,7 +205,11 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
                 placeholder={gpus ? `default: ${String(gpus.default)}` : undefined}
               />
             </div>
-            <p className="mt-1 text-xs text-neutral-500">Processes that train the job data-parallel, one GPU each (sl, dpo and rl; the batch is shared out, the results are one process's).</p>
+            <p className="mt-1 text-xs text-neutral-500">
+              {training
+                ? "Processes that train the job data-parallel, one GPU each (sl, dpo and rl; the batch is shared out, the results are one process's)."
+                : 'GPUs the pool of actors is spread over, one actor a GPU (Workers sets how many actors).'}
+            </p>
           </section>
 
           <section className="card" aria-label="recovery">
@@ -214,7 +224,11 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
                 placeholder={autoResume ? `default: ${String(autoResume.default)}` : undefined}
               />
             </div>
-            <p className="mt-1 text-xs text-neutral-500">Times the job resumes from its last checkpoint by itself when its worker or node is lost.</p>
+            <p className="mt-1 text-xs text-neutral-500">
+              {training
+                ? 'Times the job resumes from its last checkpoint by itself when its worker or node is lost.'
+                : 'Times the job resumes by itself when its worker or node is lost; it answers only the inputs not answered yet.'}
+            </p>
           </section>
 
           <section className="card">
@@ -228,7 +242,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
               onChange={(e) => set({ extraJson: e.target.value })}
             />
             <p className="mt-1 text-xs text-neutral-500">
-              Any key of the algorithm's config, e.g. <code>{'{"warmup_steps": 5, "grad_clip_norm": 1.0, "seed": 1}'}</code>
+              Any key of the algorithm's config, e.g. <code>{training ? '{"warmup_steps": 5, "grad_clip_norm": 1.0, "seed": 1}' : '{"pool": "local", "max_retries": 3, "seed": 1}'}</code>
               {form.algorithm === 'rl' && <> or <code>{'{"reward": {"type": "regex", "pattern": "^\\\\d+$"}}'}</code></>}.
               Paths are not accepted: datasets are named by id.
             </p>
@@ -255,7 +269,11 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
           {create.isError && !serverProblems.length && (
             <section role="alert" className="card border-bad/60 text-sm text-bad">{create.error.message}</section>
           )}
-          <ProposalCard proposal={proposal.data} loading={proposal.isFetching} problems={proposal.isError ? proposalProblems.length ? proposalProblems : [proposal.error.message] : []} />
+          {training ? (
+            <ProposalCard proposal={proposal.data} loading={proposal.isFetching} problems={proposal.isError ? proposalProblems.length ? proposalProblems : [proposal.error.message] : []} />
+          ) : (
+            <BatchCard form={form} rows={all.find((d) => d.id === form.datasetId)?.num_rows ?? null} />
+          )}
           <section className="card">
             <h2 className="label">Request</h2>
             <pre data-testid="request-preview" className="max-h-96 overflow-auto rounded-xl bg-ink-950 p-3 font-mono text-xs text-neutral-300">
@@ -265,13 +283,32 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
               {create.isPending ? 'Validating…' : 'Queue the job'}
             </button>
             <p className="mt-2 text-xs text-neutral-500">
-              Sent as shown: keys left out take the server's proposal. The server validates everything against the dataset before
+              Sent as shown: keys left out take {training ? "the server's proposal" : 'their defaults'}. The server validates everything against the dataset before
               queueing; nothing is kept if it refuses.
             </p>
           </section>
         </aside>
       </form>
     </div>
+  )
+}
+
+/** What a batch job will do, from the form's settings or their defaults (nothing is proposed). */
+function BatchCard({ form, rows }: { form: FormState; rows: number | null }) {
+  const schema = configSchema('batch')
+  const value = (key: string) => form.params[key]?.trim() || String(configField(schema, key)?.default ?? '?')
+  return (
+    <section className="card flex flex-col gap-2 text-sm text-neutral-300" aria-label="batch plan">
+      <h2 className="label">What it does</h2>
+      <p>
+        {rows === null ? 'Every row of the dataset' : <>Each of the dataset's <b>{rows} rows</b></>} is answered <b>{value('samples')} times</b> by
+        a pool of <b>{value('workers')} actors</b>, {value('shard_size')} rows at a time (task <code className="text-accent">{value('task')}</code>).
+      </p>
+      <p className="text-xs text-neutral-400">
+        An output's confidence is the share of its samples that agree; below {value('confidence_threshold')} it is flagged and not applied. Nothing is
+        trained and no model is made: the results are on the job's page, and as a JSONL file.
+      </p>
+    </section>
   )
 }
 

@@ -8,7 +8,7 @@ import { errorMessage, type Schemas } from '../../api/client'
 import { ErrorState, Loading } from '../../components/ui/States'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
 import { configField, datasetKinds, stageSchema } from '../../api/jobConfig'
-import { ALGORITHMS, ALGORITHM_BY_ID, WIZARD_PARAMS, type Algorithm } from '../../components/Training/algorithms'
+import { ALGORITHM_BY_ID, TRAINING_ALGORITHMS, WIZARD_PARAMS, type TrainingAlgorithm } from '../../components/Training/algorithms'
 import { problemsAbout, type JobProposal, type ProblemsError, type ProposalRequest, type Stage } from '../../components/Training/contract'
 import { DeploySteps } from '../../components/Training/DeploySteps'
 import { NumberField } from '../../components/ui/fields'
@@ -41,16 +41,16 @@ function Stepper({ step }: { step: number }) {
   )
 }
 
-function GoalStep({ value, onPick, choices }: { value: Algorithm | null; onPick: (a: Algorithm) => void; choices: readonly Algorithm[] }) {
+function GoalStep({ value, onPick, choices }: { value: TrainingAlgorithm | null; onPick: (a: TrainingAlgorithm) => void; choices: readonly TrainingAlgorithm[] }) {
   return (
     <div className="grid gap-3 md:grid-cols-2">
-      {ALGORITHMS.filter((a) => choices.includes(a.id)).map((a) => (
+      {choices.map((id) => [id, ALGORITHM_BY_ID[id]] as const).map(([id, a]) => (
         <button
-          key={a.id}
+          key={id}
           type="button"
-          onClick={() => onPick(a.id)}
-          aria-pressed={value === a.id}
-          className={`card text-left transition hover:border-accent/70 ${value === a.id ? 'border-accent bg-accent/5 shadow-[0_0_24px_rgba(14,165,233,0.15)]' : ''}`}
+          onClick={() => onPick(id)}
+          aria-pressed={value === id}
+          className={`card text-left transition hover:border-accent/70 ${value === id ? 'border-accent bg-accent/5 shadow-[0_0_24px_rgba(14,165,233,0.15)]' : ''}`}
         >
           <div className="flex items-baseline justify-between gap-2">
             <h3 className="font-semibold text-neutral-100">{a.goal}</h3>
@@ -77,7 +77,7 @@ function sectionOf(config: Json | undefined, rlhf: boolean, stage: Stage): Json 
 const shown = (v: unknown) => (v === undefined || v === null ? '' : String(v))
 
 /** Each edited field's problem, keyed "<stage>.<key>": the schema's rules and the batch rule. */
-function editErrors(algorithm: Algorithm | null, edits: Readonly<Record<string, string>>, rows: Partial<Record<Stage, number>>) {
+function editErrors(algorithm: TrainingAlgorithm | null, edits: Readonly<Record<string, string>>, rows: Partial<Record<Stage, number>>) {
   const errors: Record<string, string> = {}
   for (const [k, raw] of Object.entries(edits)) {
     const [stage, key] = k.split('.') as [Stage, string]
@@ -90,7 +90,7 @@ function editErrors(algorithm: Algorithm | null, edits: Readonly<Record<string, 
 }
 
 /** The proposal request: the data, and the edits that can be sent (refused ones wait for a fix). */
-function proposalRequest(algorithm: Algorithm | null, baseModel: string, ids: Ids, edits: Readonly<Record<string, string>>, errors: Readonly<Record<string, string>>): ProposalRequest | null {
+function proposalRequest(algorithm: TrainingAlgorithm | null, baseModel: string, ids: Ids, edits: Readonly<Record<string, string>>, errors: Readonly<Record<string, string>>): ProposalRequest | null {
   if (!algorithm || !baseModel.trim() || !ids.main) return null
   const rlhf = algorithm === 'rlhf'
   if (rlhf && !(ids.rm && ids.rl)) return null
@@ -112,7 +112,7 @@ export function WizardPage() {
   const create = useCreateJob()
   const setWizardSeen = useUiStore((s) => s.setWizardSeen)
   const [step, setStep] = useState(0)
-  const [algorithm, setAlgorithm] = useState<Algorithm | null>(null)
+  const [algorithm, setAlgorithm] = useState<TrainingAlgorithm | null>(null)
   const [ids, setIds] = useState<Ids>({ main: '', rm: '', rl: '' })
   const [baseModel, setBaseModel] = useState(from ?? 'thinker/tiny')
   const [name, setName] = useState('')
@@ -173,7 +173,7 @@ export function WizardPage() {
   const configReady = fresh && !baseModelError && Object.keys(errors).length === 0
   const canNext = step === 0 ? !!algorithm : step === 1 ? dataReady : step === 2 ? configReady : true
   const fromLabel = from ? (models.data?.find((m) => m.id === from)?.label ?? from) : null
-  const choices: Algorithm[] = from ? ['sl', 'dpo', 'rl'] : ALGORITHMS.map((a) => a.id)
+  const choices: TrainingAlgorithm[] = from ? ['sl', 'dpo', 'rl'] : TRAINING_ALGORITHMS
 
   const launch = () => {
     if (!body) return
