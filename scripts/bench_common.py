@@ -54,3 +54,18 @@ def stop_server(process: subprocess.Popen[bytes] | None) -> None:
     for worker in workers:
         with contextlib.suppress(psutil.NoSuchProcess):
             worker.kill()
+
+
+def wait_up(client: httpx.Client, server: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
+    """Until the server answers /api/health (raises if it exits or takes over `timeout_s`)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError("the server exited; see its log")
+        try:
+            if client.get("/api/health").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"the server did not come up in {timeout_s:g} s")

@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 
 import httpx
-from bench_common import free_port, stop_server
+from bench_common import free_port, stop_server, wait_up
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = {"max_steps": 1, "eval_every": 0, "save_every": 0}
@@ -86,7 +86,7 @@ def run(executor: str, jobs: int) -> list[float]:
             )
         url = f"http://127.0.0.1:{env['THINKER_PORT']}"
         with httpx.Client(base_url=url, timeout=60) as client:
-            _wait_up(client, server)
+            wait_up(client, server)
             datasets = client.get("/api/datasets", params={"limit": 500}).json()["data"]
             chat = next(d["id"] for d in datasets if d["name"] == "arithmetic-train")
             return [_one_job(client, work / "data", chat) for _ in range(jobs)]
@@ -95,20 +95,6 @@ def run(executor: str, jobs: int) -> list[float]:
         if executor == "ray":
             subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _wait_up(client: httpx.Client, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError("the server exited; see its log")
-        try:
-            if client.get("/api/health").status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError("the server did not come up in 120 s")
 
 
 def _one_job(client: httpx.Client, data_dir: Path, dataset_id: str) -> float:

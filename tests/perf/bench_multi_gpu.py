@@ -53,7 +53,7 @@ import torch.multiprocessing as mp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import bench_engine as eng  # noqa: E402
-from bench_common import free_port, stop_server  # noqa: E402
+from bench_common import free_port, stop_server, wait_up  # noqa: E402
 
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast (KINDS.md)
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
@@ -416,7 +416,7 @@ def run_platform(world: int, steps: int = 25) -> dict:
     result: dict = {"world": world, "steps": config["max_steps"], "model": model, "jobs": {}}
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
-            _wait_up(client, server)
+            wait_up(client, server, 180)
             with chats.open("rb") as f:
                 up = client.post(
                     "/api/datasets", files={"file": f}, data={"kind": "chat", "name": "chats"}
@@ -463,22 +463,6 @@ def run_platform(world: int, steps: int = 25) -> dict:
 
 def _created(job: dict) -> float:
     return datetime.datetime.fromisoformat(job["created_at"]).timestamp()
-
-
-def _wait_up(client: Any, server: subprocess.Popen[bytes]) -> None:
-    import httpx
-
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError("the server exited; see its log")
-        try:
-            if client.get("/api/health").status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise TimeoutError("the server did not come up in 180 s")
 
 
 def _wait_done(client: Any, job_id: str, timeout: float = 900) -> dict:

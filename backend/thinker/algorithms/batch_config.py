@@ -16,7 +16,7 @@ from thinker.bounds import (
     STRICT_NUMBERS,
     Number,
 )
-from thinker.renderers import RENDERER_NAMES
+from thinker.renderers import known_renderer
 
 Task = Literal["answer", "review", "fix"]
 
@@ -101,8 +101,4 @@ class BatchConfig(BaseModel):
     @field_validator("renderer")
     @classmethod
     def _renderer_exists(cls, value: str | None) -> str | None:
-        if value is not None and value not in RENDERER_NAMES:
-            raise ValueError(
-                f"unknown renderer {value!r}; expected one of {', '.join(RENDERER_NAMES)}"
-            )
-        return value
+        return known_renderer(value)

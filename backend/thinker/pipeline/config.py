@@ -59,7 +59,7 @@ from thinker.algorithms.rlhf import RLHFConfig
 from thinker.algorithms.sl_config import SLConfig
 from thinker.bounds import MAX_TEMPERATURE, MAX_TOKENS, STRICT_NUMBERS, Number
 from thinker.errors import ConfigError
-from thinker.renderers import RENDERER_NAMES
+from thinker.renderers import known_renderer
 
 Backend = Literal["local", "tinker"]
 ALGORITHMS = ("sl", "dpo", "rl", "rlhf")  # what trains (and what a proposal is made for)
@@ -131,11 +131,7 @@ class _PipelineSection(BaseModel):
     @field_validator("renderer", check_fields=False)
     @classmethod
     def _renderer_exists(cls, value: str | None) -> str | None:
-        if value is not None and value not in RENDERER_NAMES:
-            raise ValueError(
-                f"unknown renderer {value!r}; expected one of {', '.join(RENDERER_NAMES)}"
-            )
-        return value
+        return known_renderer(value)
 
     @field_validator("name")
     @classmethod

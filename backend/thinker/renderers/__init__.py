@@ -13,6 +13,7 @@ from thinker.renderers.registry import (
     RENDERER_NAMES,
     default_renderer_name,
     get_renderer,
+    known_renderer,
     renderer_for,
 )
 
@@ -25,5 +26,6 @@ __all__ = [
     "datum_from_tokens_weights",
     "default_renderer_name",
     "get_renderer",
+    "known_renderer",
     "renderer_for",
 ]

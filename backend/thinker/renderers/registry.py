@@ -31,6 +31,17 @@ _FACTORIES: dict[str, Callable[[Tokenizer], Renderer]] = {
 RENDERER_NAMES: tuple[str, ...] = tuple(_FACTORIES)
 
 
+def known_renderer(name: str | None) -> str | None:
+    """`name` if it is a renderer (or None: the model's default); a config field's validator.
+
+    Raises:
+        ValueError: an unknown name, with the names there are.
+    """
+    if name is not None and name not in RENDERER_NAMES:
+        raise ValueError(f"unknown renderer {name!r}; expected one of {', '.join(RENDERER_NAMES)}")
+    return name
+
+
 def get_renderer(name: str, tokenizer: Tokenizer) -> Renderer:
     """The renderer called `name` over `tokenizer`.
 
