@@ -18,12 +18,14 @@ if [ "$#" -eq 0 ]; then
   # The whole suite: the tinker-cookbook's recipes against `thinker serve` run beside pytest
   # (their own virtual environment, mostly installing and waiting on the server), and so do
   # the type check and the dashboard's tests (a few minutes of work that need not wait for
-  # pytest's; their output is shown after it).
+  # pytest's; their output is shown after it). They run at the lowest priority: the job
+  # workers the tests start run at nice +10, and at an equal share the checks starved them
+  # (a 27-s test took 227 s on 2 cores).
   cookbook_log="$(mktemp)"
   python tests/cookbook/run_recipes.py >"$cookbook_log" 2>&1 &
   cookbook_pid=$!
   checks_log="$(mktemp)"
-  (scripts/typecheck.sh && scripts/test_frontend.sh) >"$checks_log" 2>&1 &
+  nice -n 19 bash -c 'scripts/typecheck.sh && scripts/test_frontend.sh' >"$checks_log" 2>&1 &
   checks_pid=$!
   trap 'kill "$cookbook_pid" "$checks_pid" 2>/dev/null || true' EXIT
 fi
