@@ -227,8 +227,9 @@ def verify_fix(code: str, tests: str | None, timeout_s: float) -> tuple[bool | N
 
 
 # ---- the run --------------------------------------------------------------------------------
-class _Tally:
-    """Counts over results.jsonl's rows (those of earlier attempts included)."""
+class Tally:
+    """Counts over results.jsonl's rows (those of earlier attempts included): the run's
+    metrics, and the counts the server's results endpoint shows."""
 
     def __init__(self, total: int) -> None:
         self.total, self.answered, self.failed = total, 0, 0
@@ -246,16 +247,21 @@ class _Tally:
         self.unverified += row.get("verified") is False
         self.confidences.append(float(row["confidence"]))
 
+    def counts(self) -> dict[str, int]:
+        return {
+            "answered": self.answered,
+            "failed": self.failed,
+            "flagged": self.flagged,
+            "applied": self.applied,
+            "verified": self.verified,
+            "verification_failed": self.unverified,
+        }
+
     def metrics(self, stats: PoolStats) -> dict[str, float]:
         return {
             "inputs_done": float(self.answered + self.failed),
             "inputs_total": float(self.total),
-            "answered": float(self.answered),
-            "failed": float(self.failed),
-            "flagged": float(self.flagged),
-            "applied": float(self.applied),
-            "verified": float(self.verified),
-            "verification_failed": float(self.unverified),
+            **{key: float(value) for key, value in self.counts().items()},
             "mean_confidence": statistics.fmean(self.confidences) if self.confidences else 0.0,
             "shard_retries": float(stats.retries),
             "actors_lost": float(stats.actors_lost),
@@ -270,7 +276,7 @@ async def main(config: BatchConfig, logger: MetricsLogger | None = None) -> RunR
     inputs = load_inputs(config)
     results = run_dir / RESULTS
     earlier = read_jsonl(results) if results.exists() else []
-    tally = _Tally(len(inputs))
+    tally = Tally(len(inputs))
     for row in earlier:
         tally.add(row)
     done = {row["index"] for row in earlier}

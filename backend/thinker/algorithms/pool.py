@@ -199,7 +199,8 @@ class _Pool:
             self._retry(shard, f"actor {actor.record.id}: {message[2]}")
         elif kind == "lost":
             self._lose(actor, message[1])
-        self._write_record()
+        if kind != "pong":  # a health check changes nothing pool.json shows
+            self._write_record()
 
     def _check_health(self) -> None:
         now = time.monotonic()
@@ -379,11 +380,8 @@ class RayPool(_Pool):
         self._calls: dict[Any, tuple[_Actor, str]] = {}  # object ref -> (actor, call)
 
     def _start(self, actor_id: int, env: dict[str, str]) -> Any:
-        options: dict[str, Any] = {"name": None}
-        if env:
-            options["runtime_env"] = {"env_vars": env}
-        handle = self._remote.options(**options).remote(self._setup, self._args)
-        return handle
+        options = {"runtime_env": {"env_vars": env}} if env else {}
+        return self._remote.options(**options).remote(self._setup, self._args)
 
     def _track(self, actor: _Actor, ref: Any, call: str) -> None:
         self._calls[ref] = (actor, call)

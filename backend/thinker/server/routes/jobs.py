@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field, PlainValidator, StrictFloat, StrictInt
 from sqlalchemy import func, select
 
+from thinker.algorithms import batch
 from thinker.algorithms.dpo_config import DPOConfig
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rl_config import RLConfig
@@ -503,14 +504,9 @@ async def read_job_results(
         raise NotFoundError(f"job {job_id} is a {job.algorithm} job: only batch jobs have results")
     run = platform.jobs.run_dir(job_id)
     rows = await asyncio.to_thread(_rows_of, run.path / "results.jsonl")
-    counts = {
-        "answered": sum("error" not in r for r in rows),
-        "failed": sum("error" in r for r in rows),
-        "flagged": sum(bool(r.get("flagged")) for r in rows),
-        "applied": sum(bool(r.get("apply")) for r in rows),
-        "verified": sum(r.get("verified") is True for r in rows),
-        "verification_failed": sum(r.get("verified") is False for r in rows),
-    }
+    tally = batch.Tally(len(rows))
+    for row in rows:
+        tally.add(row)
     if flagged is not None:
         rows = [r for r in rows if bool(r.get("flagged")) == flagged and "error" not in r]
     if order == "index":
@@ -522,7 +518,7 @@ async def read_job_results(
     pool = await asyncio.to_thread(_read_text, run.path / "pool.json")
     actors = json.loads(pool).get("actors", []) if pool else []
     return BatchResultsPublic(
-        total=len(rows), counts=counts, actors=actors, data=rows[offset : offset + limit]
+        total=len(rows), counts=tally.counts(), actors=actors, data=rows[offset : offset + limit]
     )
 
 
