@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import socketio
 from fastapi.testclient import TestClient
+
+from thinker.server.platform import Platform
+from thinker.settings import Settings
 
 
 def test_health_names_the_database(client: TestClient) -> None:
@@ -61,3 +67,20 @@ def test_the_dashboard_is_served_with_its_client_routes(tmp_path, database_url) 
         assert client.get("/assets/missing.js").status_code == 404
         assert client.get("/api/health").json()["status"] == "ok"
         assert client.get("/api/nope").status_code == 404
+
+
+def test_the_server_stops_when_a_wake_and_the_stop_coincide(settings: Settings) -> None:
+    """Shutting down right as the job manager is woken (a job's event, a request): Python
+    3.11's `asyncio.wait_for` loses a cancel that lands as the event it waits on is set, and
+    the manager's loop then ran on with the shutdown waiting for it forever (a CI run hung
+    in a test's teardown). Here both land in the same turn of the loop, every time."""
+
+    async def start_then_stop() -> None:
+        platform = await Platform.start(settings, socketio.AsyncServer(async_mode="asgi"))
+        await asyncio.sleep(0.2)  # the manager's loop is waiting for a wake or its poll
+        platform.jobs.wake()
+        # Shielded: on the timeout the stop is not cancelled (its own await would take the
+        # cancel for the loop's and return), so a hang fails the test.
+        await asyncio.wait_for(asyncio.shield(platform.stop()), timeout=30)
+
+    asyncio.run(start_then_stop())

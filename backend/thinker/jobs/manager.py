@@ -127,6 +127,7 @@ class JobManager:
         self._wake = asyncio.Event()
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     # ---- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
@@ -137,6 +138,11 @@ class JobManager:
     async def stop(self, stop_workers: bool = False) -> None:
         """Stop watching. Workers keep running (a restart reattaches) unless `stop_workers`."""
         if self._task is not None:
+            # The flag as well as the cancel: on Python 3.11 `asyncio.wait_for` can swallow a
+            # cancel that lands as the event it waits on is set (gh-86296), and the loop then
+            # ran on with this await never returning (a test's shutdown hung).
+            self._stopping = True
+            self._wake.set()
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -152,7 +158,7 @@ class JobManager:
             self._event_loop.call_soon_threadsafe(self._wake.set)
 
     async def _loop(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await self.tick()
             except Exception:  # keep watching: one bad run directory must not stop the rest
