@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from tinker import types
 
 import thinker
-from thinker.engine.local import decode_attention, fast, forward, prefix
+from thinker.engine.local import decode_attention, fast, forward, fused_decode, prefix
 from thinker.engine.local.models import Placement, attach_lora, load_base_model, load_tokenizer
 from thinker.engine.local.sampling import LocalSamplingClient
 
@@ -245,32 +246,37 @@ def test_top_k_logprobs_on_the_graph_decode(tmp_path: Path) -> None:
             assert abs(plain[position - 1, token].item() - value) < 0.15
 
 
-def _teacher_forced(model, prompts, counts, tokens_SB, graphs: bool) -> torch.Tensor:  # noqa: ANN001
-    """Logits of every step of a shared-prompt decode fed `tokens_SB` (steps x rows)."""
+def _teacher_forced(model, prompts, counts, tokens_SB, graphs: bool) -> tuple[torch.Tensor, str]:  # noqa: ANN001
+    """Logits of every step of a shared-prompt decode fed `tokens_SB` (steps x rows), and how
+    its steps ran (the layout's adapter: "fused", or through the layers)."""
     decoder = prefix.PrefixDecoder(model, model.config, graphs=graphs)
     logits = [decoder.prefill(prompts, counts, tokens_SB.shape[0] + 1)]
     # A copy of each: a replayed step's logits are the graph's buffer (fp32 `.float()` is no
     # copy).
     logits += [decoder.step(token_B).to(torch.float32, copy=True) for token_B in tokens_SB]
+    ran = prefix._CAPTURES[model].cache.layout.adapter
     prefix.release(model)
-    return torch.stack(logits)
+    return torch.stack(logits), ran
 
 
 @pytest.mark.parametrize("counts", [[8, 8, 8, 8], [3, 5, 2, 6], [1, 1, 1, 1]])
 def test_decode_kernels_are_as_close_to_fp32_as_the_eager_decode(
     monkeypatch: pytest.MonkeyPatch, counts: list[int]
 ) -> None:
-    """The shared-prompt decode's attention through the Triton decode kernel (one kernel a
-    layer) and through FlashAttention (two kernels a layer and a log-sum-exp merge), CUDA
-    graphs, 150 steps (two token buckets), against its eager products, all in bf16, each
-    compared with the same decode in fp32: neither kernel's logits are further from fp32 than
-    the eager path's (bf16 rounding, not a different attention). 16 rows, as many as the
-    model's query heads, check FlashAttention's log-sum-exp layout."""
+    """The shared-prompt decode's fused step (fused_decode.py: stacked projections, Liger's
+    add + RMSNorm, the heads' norm + RoPE and SiLU * up kernels) with its attention as eager
+    products, through the Triton decode kernel (one kernel a layer) and through FlashAttention
+    (two kernels a layer and a log-sum-exp merge), CUDA graphs, 150 steps (two token buckets),
+    against the step through transformers' layers with eager products, all in bf16, each
+    compared with the layers' decode in fp32: none is further from fp32 than the layers' path
+    (bf16 rounding, not a different model). 16 rows, as many as the model's query heads,
+    check FlashAttention's log-sum-exp layout."""
     device = torch.device("cuda")
     gen = torch.Generator().manual_seed(5)
     prompts = [torch.randint(0, 151936, (n,), generator=gen).tolist() for n in (37, 100, 5, 64)]
     tokens_SB = torch.randint(0, 151936, (150, sum(counts)), generator=gen).to(device)
     caches = {
+        "layers": prefix.SharedPromptCache,
         "eager": prefix.SharedPromptCache,
         "flash": prefix.FlashPromptCache,
         "kernel": prefix.KernelPromptCache,
@@ -279,6 +285,7 @@ def test_decode_kernels_are_as_close_to_fp32_as_the_eager_decode(
     def decode(dtype: torch.dtype, path: str) -> torch.Tensor:
         monkeypatch.setenv("THINKER_DECODE_KERNEL", "1" if path == "kernel" else "0")
         monkeypatch.setenv("THINKER_FLASH_DECODE", "1" if path == "flash" else "0")
+        monkeypatch.setenv("THINKER_FUSED_DECODE", "0" if path == "layers" else "1")
         base = load_base_model(QWEN, Placement(device, dtype, None))
         model = attach_lora(base, rank=16, seed=0, targets=["q_proj", "v_proj", "down_proj"])
         for name, p in model.named_parameters():
@@ -290,18 +297,55 @@ def test_decode_kernels_are_as_close_to_fp32_as_the_eager_decode(
                 prefix.Layout((1,), 64, 128, "off"), model.config, dtype, device
             )
             assert type(probe) is caches[path]  # the path named really runs
-            out = _teacher_forced(model, prompts, counts, tokens_SB, graphs=True)
+            out, ran = _teacher_forced(model, prompts, counts, tokens_SB, graphs=True)
+            assert ran == ("merged" if path == "layers" else "fused")
             return torch.log_softmax(out, dim=-1)
 
-    reference = decode(torch.float32, "eager")
+    reference = decode(torch.float32, "layers")
     errors = {path: (decode(torch.bfloat16, path) - reference).abs() for path in caches}
     print(
         f"counts {counts}: logprob error vs fp32 in bf16, "
         + "; ".join(f"{k} max {e.max():.3f} mean {e.mean():.4f}" for k, e in errors.items())
     )
-    for path in ("flash", "kernel"):
-        assert errors[path].mean() <= 1.25 * errors["eager"].mean()
-        assert errors[path].max() <= 1.5 * errors["eager"].max()
+    for path in ("eager", "flash", "kernel"):
+        assert errors[path].mean() <= 1.25 * errors["layers"].mean()
+        assert errors[path].max() <= 1.5 * errors["layers"].max()
+
+
+@pytest.mark.parametrize("norm", [True, False], ids=["qwen3-heads-norm", "llama"])
+def test_fused_decode_kernels_against_their_torch_arithmetic(norm: bool) -> None:
+    """The fused step's two Triton kernels (heads' RMSNorm + RoPE, with the value heads
+    copied beside the keys; SiLU(gate) * up) against the torch operations the CPU runs
+    (transformers' arithmetic), bf16, on odd positions: within one bf16 rounding."""
+    device, dtype = torch.device("cuda"), torch.bfloat16
+    gen = torch.Generator(device).manual_seed(7)
+    rows, q_heads, kv_heads, dim = 37, 16, 8, 128
+    qkv = torch.randn(rows, (q_heads + 2 * kv_heads) * dim, generator=gen, device=device)
+    qkv = qkv.to(dtype)
+    position_B = torch.randint(0, 5000, (rows,), generator=gen, device=device)
+    angles = torch.arange(5000, device=device)[:, None] * 0.37 ** torch.arange(dim, device=device)
+    cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+
+    def norm_weights() -> tuple[torch.Tensor, float]:
+        w = 1 + 0.2 * torch.randn(dim, generator=gen, device=device)
+        return w.to(dtype), 1e-6
+
+    layer = SimpleNamespace(
+        q_norm=norm_weights() if norm else None, k_norm=norm_weights() if norm else None
+    )
+    args = (qkv, layer, position_B, cos, sin, q_heads, kv_heads, dim)
+    for got, want in zip(
+        fused_decode._heads(*args, triton_ok=True),
+        fused_decode._heads(*args, triton_ok=False),
+        strict=True,
+    ):
+        assert got.shape == want.shape
+        diff = (got.float() - want.float()).abs()
+        assert (diff <= 2**-7 * want.float().abs() + 1e-2).all(), diff.max()
+    gate_up = torch.randn(rows, 2 * 3072, generator=gen, device=device).to(dtype)
+    got = fused_decode._silu_mul(gate_up, triton_ok=True)
+    want = fused_decode._silu_mul(gate_up, triton_ok=False)
+    torch.testing.assert_close(got, want, rtol=2**-7, atol=1e-3)  # exp's rounding may differ
 
 
 @pytest.mark.parametrize(

@@ -498,6 +498,9 @@ def engine_sampling_sides(prompts: list[list[int]], n: int, new_tokens: int) -> 
     results = []
     sides = (
         ("thinker sample", True, {}),
+        # The same decode with each step through transformers' layers (the merged adapter,
+        # Liger's kernels) instead of the fused step.
+        ("thinker sample, step through the layers (before)", True, {"THINKER_FUSED_DECODE": "0"}),
         # The same decode with run AB's attention (FlashAttention's varlen kernel, two calls
         # a layer) instead of the Triton decode kernel.
         ("thinker sample, FlashAttention decode (before)", True, {"THINKER_DECODE_KERNEL": "0"}),

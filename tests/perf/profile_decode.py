@@ -21,6 +21,7 @@ from tinker import types
 from torch.profiler import ProfilerActivity, profile
 
 from thinker.engine.local import prefix
+from thinker.engine.local.fused_decode import FusedDecode
 
 
 def main() -> None:
@@ -55,10 +56,14 @@ def main() -> None:
     short = types.SamplingParams(max_tokens=1, temperature=1.0, stop=[])
     fixed = []
     parts: dict[str, list[float]] = collections.defaultdict(list)
-    timed = [(prefix.MergedAdapter, "refresh"), (prefix.PrefixDecoder, "_prefill")]
+    timed = [
+        (prefix.MergedAdapter, "refresh"),
+        (FusedDecode, "refresh"),
+        (prefix.PrefixDecoder, "_prefill"),
+    ]
     originals = [getattr(owner, name) for owner, name in timed]
     for (owner, name), original in zip(timed, originals, strict=True):
-        setattr(owner, name, _timer(original, parts[name]))
+        setattr(owner, name, _timer(original, parts[f"{owner.__name__}.{name}"]))
     for _ in range(3):  # prefill, adapter refresh, answer: a call's cost besides its steps
         start = time.perf_counter()
         for future in [
@@ -86,7 +91,7 @@ def main() -> None:
         f"{plain_wall * 1000 / steps:.2f} ms a step; card busy {card_ms:.2f} ms a step; "
         f"{sum(len(t) for t in kernels.values()) / steps:.0f} kernels a step; a 1-token call "
         f"{min(fixed) * 1000:.1f} ms ("
-        + ", ".join(f"{name} {min(times) * 1000:.1f} ms" for name, times in parts.items())
+        + ", ".join(f"{name} {min(times) * 1000:.1f} ms" for name, times in parts.items() if times)
         + ")"
     )
     ranked = sorted(kernels.items(), key=lambda kv: -sum(kv[1]))[: args.rows]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.support.prefix_decode import shared_decode
 from tests.support.sampling import worker_held
 from tinker import types
 from tiny_lora import tiny_lora_model
@@ -37,19 +38,6 @@ def _plain(model: torch.nn.Module, prompts: list[list[int]], counts: list[int], 
     return torch.cat(out, dim=1)  # (steps, rows, vocab)
 
 
-def _shared(decoder: prefix.PrefixDecoder, prompts, counts, steps: int):
-    logits = [decoder.prefill(prompts, counts, steps)]
-    for _ in range(steps - 1):
-        token_B = torch.cat(
-            [
-                part.topk(n, dim=-1).indices.diagonal()
-                for part, n in zip(logits[-1].split(counts), counts, strict=True)
-            ]
-        )
-        logits.append(decoder.step(token_B).to(torch.float32, copy=True))
-    return torch.stack(logits)
-
-
 @pytest.mark.parametrize(
     ("counts", "prefill_tokens"),
     [([3, 3, 3], 16384), ([3, 1, 4], 16384), ([3, 1, 4], 50)],
@@ -65,13 +53,13 @@ def test_shared_prompt_decode_equals_the_plain_decode(monkeypatch, counts, prefi
     prompts = [list(range(5, 45)), list(range(50, 67)), list(range(100, 103))]
     decoder = prefix.PrefixDecoder(model, model.config, graphs=False)
     expected = _plain(model, prompts, counts, steps=20)
-    got = _shared(decoder, prompts, counts, steps=20)
+    got = shared_decode(decoder, prompts, counts, steps=20)
     assert torch.allclose(got, expected, atol=1e-5), (got - expected).abs().max()
     capture = prefix._CAPTURES[model]
     assert capture.cache.layout.adapter == "merged"  # the adapter folded into the weights
     # The kept capture serves the next call of the same layout: nothing stale leaks in.
     others = [list(range(200, 230)), list(range(7, 60)), list(range(300, 301))]
-    again = _shared(decoder, others, counts, steps=20)
+    again = shared_decode(decoder, others, counts, steps=20)
     assert prefix._CAPTURES[model] is capture
     assert torch.allclose(again, _plain(model, others, counts, steps=20), atol=1e-5)
 
@@ -84,14 +72,16 @@ def test_the_merged_adapter_follows_the_live_one_and_leaves_the_model_as_it_was(
     weights = {n: p.clone() for n, p in model.named_parameters()}
     prompts, counts = [list(range(60, 80))], [2]
     decoder = prefix.PrefixDecoder(model, model.config, graphs=False)
-    _shared(decoder, prompts, counts, steps=4)
+    shared_decode(decoder, prompts, counts, steps=4)
     for name, p in model.named_parameters():
         assert torch.equal(p, weights[name]), name
         if "lora_B" in name:
             p.add_(0.05)  # as an optimizer step would
     assert prefix._CAPTURES[model].cache.layout.adapter == "merged"
     assert torch.allclose(
-        _shared(decoder, prompts, counts, steps=4), _plain(model, prompts, counts, 4), atol=1e-5
+        shared_decode(decoder, prompts, counts, steps=4),
+        _plain(model, prompts, counts, 4),
+        atol=1e-5,
     )
 
 
@@ -100,9 +90,9 @@ def test_shared_prompt_decode_with_the_adapter_off() -> None:
     model = tiny_lora_model().eval()
     prompts, counts = [list(range(60, 80)), list(range(9, 30))], [2, 2]
     decoder = prefix.PrefixDecoder(model, model.config, graphs=False)
-    with_adapter = _shared(decoder, prompts, counts, steps=6)
+    with_adapter = shared_decode(decoder, prompts, counts, steps=6)
     with model.disable_adapter():
-        base = _shared(decoder, prompts, counts, steps=6)
+        base = shared_decode(decoder, prompts, counts, steps=6)
         expected = _plain(model, prompts, counts, steps=6)
     assert torch.allclose(base, expected, atol=1e-5)
     assert not torch.allclose(base, with_adapter, atol=1e-3)

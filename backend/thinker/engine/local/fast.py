@@ -19,6 +19,9 @@ compare against); `THINKER_<NAME>=0` turns off one:
 - CUDA_GRAPHS: the decode step replayed as a CUDA graph over a static KV cache (decode.py).
 - DECODE_KERNEL: the shared-prompt decode's attention as one Triton kernel a layer, sized
   for one query a row (decode_attention.py, prefix.py).
+- FUSED_DECODE: the decode step of Llama-family models (Llama, Mistral, Qwen2, Qwen3) as nine
+  kernels a layer: q|k|v and gate|up each one matmul, Liger's add + RMSNorm, one kernel for
+  the heads' norms and RoPE, one for SiLU * up (fused_decode.py), instead of their layers.
 - FLASH_DECODE: without DECODE_KERNEL, that attention through FlashAttention's varlen
   kernel, two calls a layer merged by their log-sum-exps, instead of eager products.
 """
@@ -41,6 +44,7 @@ Feature = Literal[
     "BF16_LORA",
     "CUDA_GRAPHS",
     "DECODE_KERNEL",
+    "FUSED_DECODE",
     "FLASH_DECODE",
 ]
 AUTOCAST_ATTR = "thinker_autocast_dtype"  # set on a model whose adapter computes in bf16

@@ -17,7 +17,9 @@ A LoRA adapter is folded into a copy of each adapted weight for the decode (W + 
 at each prefill from the adapter as it is then): a step then runs one matmul per layer instead
 of three plus the adapter's casts, scale and add, which on a small model are most of a step's
 kernels. The copy costs the adapted weights' memory again; where the card lacks it (or the
-adapter is not plain LoRA on plain linear layers), the adapter runs unmerged.
+adapter is not plain LoRA on plain linear layers), the adapter runs unmerged. For Llama-family
+models on CUDA the step does not run the model's layers at all: fused_decode.FusedDecode holds
+the folded weights stacked (q|k|v, gate|up) and runs a layer as nine kernels.
 
 It reaches the model through the attention hook (attention.py): a forward carries this
 decoder's cache object, whose `__call__` is the attention of every layer, so the model's own
@@ -47,6 +49,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from thinker.engine.local import attention, decode_attention, fast
 from thinker.engine.local.decode import adapters_enabled
+from thinker.engine.local.fused_decode import FusedDecode
 
 log = logging.getLogger(__name__)
 PROMPT_BUCKET = 64  # prompt columns round up to this, so nearby prompt lengths share a capture
@@ -69,7 +72,7 @@ class Layout:
     counts: tuple[int, ...]
     prompt_columns: int
     token_columns: int
-    adapter: Literal["merged", "unmerged", "off"]
+    adapter: Literal["fused", "merged", "unmerged", "off"]
 
     @property
     def rows(self) -> int:
@@ -208,7 +211,7 @@ class SharedPromptCache:
                 module, query_BHTD, key_BHTD, value_BHTD, attention_mask, dropout, scaling, **kwargs
             )
         assert scaling is not None
-        return self._decode(layer, query_BHTD, key_BHTD, value_BHTD, scaling), None
+        return self.decode(layer, query_BHTD, key_BHTD, value_BHTD, scaling), None
 
     def _keep_prompts(self, layer: int, first: int, key_GHTD: Tensor, value_GHTD: Tensor) -> None:
         """Groups first .. first + G - 1, right-padded to one length (the padding's columns
@@ -217,9 +220,7 @@ class SharedPromptCache:
         self.prompt_k[layer][first : first + g, :, :length] = key_GHTD
         self.prompt_v[layer][first : first + g, :, :length] = value_GHTD
 
-    def _decode(
-        self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float
-    ) -> Tensor:
+    def decode(self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float) -> Tensor:
         """One new token per row: (B, 1, query heads, head dim), as transformers expects."""
         b, q_heads, _, dim = query.shape
         kv_heads = key.shape[1]
@@ -311,9 +312,7 @@ class FlashPromptCache(_LengthsOnDevice):
     cu_own_q: Tensor = field(kw_only=True)  # (row, key head) i: queries cu[i] .. cu[i + 1]
     cu_own_k: Tensor = field(kw_only=True)
 
-    def _decode(
-        self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float
-    ) -> Tensor:
+    def decode(self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float) -> Tensor:
         b, q_heads, _, dim = query.shape
         layout = self.layout
         kv_heads = key.shape[1]
@@ -365,9 +364,7 @@ class KernelPromptCache(_LengthsOnDevice):
     def windowed(self) -> bool:
         return False
 
-    def _decode(
-        self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float
-    ) -> Tensor:
+    def decode(self, layer: int, query: Tensor, key: Tensor, value: Tensor, scale: float) -> Tensor:
         b, q_heads, _, dim = query.shape
         out_BHD = decode_attention.attend(  # also keeps the step's key and value
             query[:, :, 0],
@@ -535,7 +532,7 @@ class _Capture:
     """A decode's cache, the step's input buffers and its graphs, one per token bucket."""
 
     cache: SharedPromptCache
-    merged: MergedAdapter | None
+    merged: MergedAdapter | FusedDecode | None  # the weights the decode runs with
     token_B1: Tensor
     position_B1: Tensor
     mask: Tensor  # _UNUSED_MASK on the device (a capture may not copy from the host)
@@ -553,8 +550,13 @@ _CAPTURES: weakref.WeakKeyDictionary[nn.Module, _Capture] = weakref.WeakKeyDicti
 class PrefixDecoder:
     """Prefill G prompts once each, then decode all their rows together, one token a step."""
 
-    def __init__(self, model: nn.Module, config: Any, graphs: bool) -> None:
+    def __init__(
+        self, model: nn.Module, config: Any, graphs: bool, fused: bool | None = None
+    ) -> None:
+        """`fused`: run the step as fused_decode's kernels where the model allows (default:
+        on CUDA, unless THINKER_FUSED_DECODE=0; the CPU tests turn it on)."""
         self._model, self._config, self._graphs = model, config, graphs
+        self._fused = fused
         self._capture: _Capture | None = None
         self._steps = 0
 
@@ -567,14 +569,22 @@ class PrefixDecoder:
             _round_up(max(len(p) for p in prompts), PROMPT_BUCKET),
             _round_up(max_new_tokens, TOKEN_BUCKET),
         )
-        if not adapters_enabled(self._model):
+        merged: MergedAdapter | FusedDecode | None
+        adapter: Literal["fused", "merged", "unmerged", "off"]
+        kept = capture.merged if capture is not None else None
+        fused = self._fused if self._fused is not None else fast.enabled("FUSED_DECODE", device)
+        if fused and isinstance(kept, FusedDecode) and kept.current():
+            merged, adapter = kept, "fused"  # the adapter on or off: refresh() folds either
+        elif fused and (merged := FusedDecode.of(self._model)) is not None:
+            adapter = "fused"
+        elif not adapters_enabled(self._model):
             merged, adapter = None, "off"
-        elif capture is not None and capture.merged is not None and capture.merged.current():
-            merged, adapter = capture.merged, "merged"
+        elif isinstance(kept, MergedAdapter) and kept.current():
+            merged, adapter = kept, "merged"
         else:
             merged = MergedAdapter.of(self._model)
             adapter = "merged" if merged is not None else "unmerged"
-        layout = Layout(*shape, adapter)  # type: ignore[arg-type]
+        layout = Layout(*shape, adapter)
         if capture is None or capture.cache.layout != layout or capture.merged is not merged:
             # (a new merged copy: the old graphs read the old copy's memory)
             _CAPTURES.pop(self._model, None)  # free the old cache and graphs before allocating
@@ -583,6 +593,8 @@ class PrefixDecoder:
         self._capture, self._steps = capture, 0
         if capture.merged is not None:
             capture.merged.refresh()
+        if isinstance(capture.merged, FusedDecode):
+            capture.merged.prepare(layout.prompt_columns + layout.token_columns)
         cache = capture.cache
         cache.start([len(p) for p in prompts])
         rows = []
@@ -650,6 +662,8 @@ class PrefixDecoder:
         return logits_BV
 
     def _forward(self, capture: _Capture) -> Tensor:
+        if isinstance(capture.merged, FusedDecode):
+            return capture.merged.step(capture.token_B1, capture.position_B1, capture.cache)
         out = self._model(
             input_ids=capture.token_B1,
             position_ids=capture.position_B1,
@@ -688,7 +702,7 @@ class PrefixDecoder:
         return weight
 
     def _new_capture(
-        self, layout: Layout, device: torch.device, merged: MergedAdapter | None
+        self, layout: Layout, device: torch.device, merged: MergedAdapter | FusedDecode | None
     ) -> _Capture:
         dtype = self._embedding_weight().dtype
         cache = SharedPromptCache.allocate(layout, self._config, dtype, device)
