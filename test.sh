@@ -29,7 +29,14 @@ if [ "$#" -eq 0 ]; then
   checks_pid=$!
   trap 'kill "$cookbook_pid" "$checks_pid" 2>/dev/null || true' EXIT
 fi
-python -m pytest -q -p no:cacheprovider --durations=30 "$@"
+if [ "$#" -eq 0 ]; then
+  # Two pytest processes, a test file at a time to each (module fixtures are built once):
+  # the tests train single-threaded (engine/local/threads.py), so one process left the
+  # second core mostly idle while the first trained.
+  python -m pytest -q -p no:cacheprovider --durations=30 -n 2 --dist loadfile
+else
+  python -m pytest -q -p no:cacheprovider --durations=30 "$@"
+fi
 if [ "$#" -eq 0 ]; then  # the whole suite: the type check and the dashboard's tests too
   if ! wait "$checks_pid"; then
     cat "$checks_log"
