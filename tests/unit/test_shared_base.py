@@ -124,6 +124,23 @@ def test_a_client_that_goes_frees_its_adapter(tmp_path: Path) -> None:
     assert gone not in model.peft_config and list(model.peft_config) == [a.adapter]
 
 
+def test_a_sampler_on_a_clients_model_outlives_the_client_s_variable(tmp_path: Path) -> None:
+    """A sampler of a saved adapter made while a training client holds the base samples on
+    that client's model and executor. When the caller drops the client (a pipeline's stage
+    ends, its judge sampling on in the next stage), the sampler keeps it alive: it used to
+    fail with "this client's lane is closed" once the client was collected."""
+    service = thinker.ServiceClient(storage_dir=tmp_path, device="cpu")
+    client = service.create_lora_training_client("thinker/tiny", rank=4, seed=1).result()
+    path = client.save_weights_for_sampler("judge").result().path
+    sampler = service.create_sampling_client(model_path=path).result()
+    assert sampler._model is client._model  # on the client's model, not a second copy
+    del client
+    gc.collect()
+    prompt = types.ModelInput.from_ints(sampler.get_tokenizer().encode("2+2="))
+    params = types.SamplingParams(max_tokens=3, temperature=0.0)
+    assert len(sampler.sample(prompt, 1, params).result().sequences[0].tokens) == 3
+
+
 def test_samplers_of_saved_adapters_of_any_shape_share_one_base(tmp_path: Path) -> None:
     """Samplers of two saved adapters of different shapes (rank 4 on every layer, rank 8 on
     attention only), with no training client left, hold one copy of the base weights between

@@ -84,6 +84,9 @@ class SharedWeights:
     current_version: Callable[[], int] | None = None
     live: bool = False  # the live weights, whatever they become (an "inflight" sampler)
     adapter_name: str = "default"  # the training client's adapter on the shared model
+    # The training client itself, held so that it lives while this sampler does: when it goes,
+    # its adapter is deleted and its executor (a lane of the shared base) closes.
+    owner: object | None = None
 
 
 class LocalSamplingClient:

@@ -281,6 +281,7 @@ class LocalTrainingClient:
             lambda: self._version,
             live=live,
             adapter_name=self.adapter,
+            owner=self,
         )
         return LocalSamplingClient(
             self._model,
@@ -296,7 +297,9 @@ class LocalTrainingClient:
         self, model_path: str | None, adapter: dict[str, Tensor] | None
     ) -> LocalSamplingClient:
         """A sampler on this client's model: `adapter` weights swapped in, or None for the base."""
-        shared = SharedWeights(self._model, self._executor, adapter, adapter_name=self.adapter)
+        shared = SharedWeights(
+            self._model, self._executor, adapter, adapter_name=self.adapter, owner=self
+        )
         return LocalSamplingClient(
             self._model,
             self._tokenizer,
