@@ -130,7 +130,7 @@ class FusedDecode:
         config = getattr(base, "config", None)
         if getattr(config, "model_type", None) not in FAMILIES or not _plain_layers(base, config):
             return None
-        if any(hasattr(m, "lora_A") and not _mergeable(m) for m in model.modules()):
+        if any(hasattr(m, "lora_A") and not mergeable(m) for m in model.modules()):
             return None
         size = _copies_size(base)
         device = base.lm_head.weight.device
@@ -287,8 +287,8 @@ def _lora_layers(model: nn.Module) -> list[LoraLinear]:
     return [m for m in model.modules() if isinstance(m, LoraLinear)]
 
 
-def _mergeable(module: nn.Module) -> bool:
-    """A LoRA layer whose delta folds into a plain weight (prefix.MergedAdapter's rule)."""
+def mergeable(module: nn.Module) -> bool:
+    """A LoRA layer whose delta folds into a plain weight (prefix.MergedAdapter's rule too)."""
     if not isinstance(module, LoraLinear):
         return False  # LoRA on an embedding or a convolution: not decoded here
     base = module.get_base_layer()

@@ -49,7 +49,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from thinker.engine.local import attention, decode_attention, fast
 from thinker.engine.local.decode import adapters_enabled
-from thinker.engine.local.fused_decode import FusedDecode
+from thinker.engine.local.fused_decode import FusedDecode, mergeable
 
 log = logging.getLogger(__name__)
 PROMPT_BUCKET = 64  # prompt columns round up to this, so nearby prompt lengths share a capture
@@ -468,7 +468,7 @@ class MergedAdapter:
         if not isinstance(model, PeftModel) or not adapters_enabled(model):
             return None
         layers = [m for m in model.modules() if isinstance(m, LoraLinear)]
-        if not layers or not all(_mergeable(m) for m in layers):
+        if not layers or not all(mergeable(m) for m in layers):
             return None
         weights = [_base_linear(m).weight for m in layers]
         size = sum(w.numel() * w.element_size() for w in weights)
@@ -514,17 +514,6 @@ def _base_linear(layer: LoraLinear) -> nn.Linear:
     base = layer.get_base_layer()
     assert isinstance(base, nn.Linear), f"a LoRA layer over {type(base).__name__}"
     return base
-
-
-def _mergeable(layer: LoraLinear) -> bool:
-    base = layer.get_base_layer()
-    return (
-        type(base) is nn.Linear
-        and base.weight.dtype.is_floating_point
-        and len(layer.active_adapters) == 1
-        and not any(layer.use_dora.values())
-        and not layer.merged
-    )
 
 
 @dataclass
