@@ -19,5 +19,8 @@ export default defineConfig({
     environment: 'jsdom',
     include: ['src/**/*.test.{ts,tsx}'],
     setupFiles: ['src/test/setup.ts'],
+    // CI runs these at the lowest priority beside two pytest processes on two cores: a
+    // 13-s wizard test timed out at vitest's default 5 s. A limit for a hang, not a speed test.
+    testTimeout: 60_000,
   },
 })
