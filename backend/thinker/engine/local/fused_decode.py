@@ -164,7 +164,7 @@ class FusedDecode:
                 continue
             first = 0
             for module in linear.modules:
-                base = _base_linear(module)
+                base = base_linear(module)
                 rows = linear.weight[first : first + base.out_features]
                 adapter = _adapter_of(module) if on else None
                 if adapter is not None:
@@ -181,7 +181,7 @@ class FusedDecode:
         for linear in self._linears():
             first = 0
             for module in linear.modules:
-                base = _base_linear(module)
+                base = base_linear(module)
                 if isinstance(module, LoraLinear):
                     rows = linear.weight[first : first + base.out_features]
                     swaps.append((base, base.weight, rows))
@@ -277,7 +277,7 @@ def _norm(module: nn.Module) -> tuple[Tensor, float]:
     return weight, float(eps)  # type: ignore[arg-type]
 
 
-def _base_linear(module: nn.Module) -> nn.Linear:
+def base_linear(module: nn.Module) -> nn.Linear:
     base = module.get_base_layer() if isinstance(module, LoraLinear) else module
     assert isinstance(base, nn.Linear), f"a projection that is a {type(base).__name__}"
     return base
@@ -323,14 +323,14 @@ def _copies_size(base: nn.Module) -> int:
         stacks += [[attn.q_proj, attn.k_proj, attn.v_proj], [attn.o_proj]]
         stacks += [[mlp.gate_proj, mlp.up_proj], [mlp.down_proj]]
     return sum(
-        sum(_base_linear(m).weight.nbytes for m in stack) for stack in stacks if _copied(stack)
+        sum(base_linear(m).weight.nbytes for m in stack) for stack in stacks if _copied(stack)
     )
 
 
 def _stack(modules: list[nn.Module]) -> _Linear:
     """One weight for `modules` side by side: a copy when there are several or one is
     adapted (refreshed at each prefill), else the module's own weight."""
-    bases = [_base_linear(m) for m in modules]
+    bases = [base_linear(m) for m in modules]
     copied = _copied(modules)
     if copied:
         first = bases[0].weight

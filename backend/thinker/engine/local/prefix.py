@@ -49,7 +49,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from thinker.engine.local import attention, decode_attention, fast
 from thinker.engine.local.decode import adapters_enabled
-from thinker.engine.local.fused_decode import FusedDecode, mergeable
+from thinker.engine.local.fused_decode import FusedDecode, base_linear, mergeable
 
 log = logging.getLogger(__name__)
 PROMPT_BUCKET = 64  # prompt columns round up to this, so nearby prompt lengths share a capture
@@ -456,7 +456,7 @@ class MergedAdapter:
 
     def __init__(self, model: PeftModel, layers: list[LoraLinear]) -> None:
         self._model, self._layers = model, layers
-        self._bases = [_base_linear(layer) for layer in layers]
+        self._bases = [base_linear(layer) for layer in layers]
         self._merged = [
             nn.Parameter(torch.empty_like(base.weight), requires_grad=False) for base in self._bases
         ]
@@ -470,7 +470,7 @@ class MergedAdapter:
         layers = [m for m in model.modules() if isinstance(m, LoraLinear)]
         if not layers or not all(mergeable(m) for m in layers):
             return None
-        weights = [_base_linear(m).weight for m in layers]
+        weights = [base_linear(m).weight for m in layers]
         size = sum(w.numel() * w.element_size() for w in weights)
         device = weights[0].device
         if device.type == "cuda" and 2 * size > torch.cuda.mem_get_info(device)[0]:
@@ -508,12 +508,6 @@ class MergedAdapter:
         finally:
             for base, original in zip(bases, originals, strict=True):
                 base.weight = original
-
-
-def _base_linear(layer: LoraLinear) -> nn.Linear:
-    base = layer.get_base_layer()
-    assert isinstance(base, nn.Linear), f"a LoRA layer over {type(base).__name__}"
-    return base
 
 
 @dataclass
