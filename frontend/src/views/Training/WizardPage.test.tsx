@@ -144,7 +144,10 @@ describe('the wizard configuration: the server proposes, the user edits, the req
 
     // The server recomputes the steps from the edits: 2 epochs × floor(90 / 8).
     await waitFor(() => expect(screen.getByTestId('steps-sl')).toHaveTextContent('22 steps'))
-    expect(proposals.at(-1)?.config).toEqual({ learning_rate: 0.001, num_epochs: 2, batch_size: 8, save_every: 5, eval_every: 0 })
+    // The "22 steps" can come from the proposal before the last edit: wait for that edit's own.
+    await waitFor(() =>
+      expect(proposals.at(-1)?.config).toEqual({ learning_rate: 0.001, num_epochs: 2, batch_size: 8, save_every: 5, eval_every: 0 }),
+    )
     // Refused values never reached the server.
     expect(proposals.some((p) => p.config.batch_size === 100000 || p.config.num_epochs === 0)).toBe(false)
     await waitFor(() => expect(next).toBeEnabled())
