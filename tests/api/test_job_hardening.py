@@ -329,10 +329,14 @@ def test_a_stopped_worker_is_reported_stale_then_killed_and_its_slot_freed(
         long = {**body, "config": LONG, "auto_resume": 0}
         stopped = client.post("/api/jobs", json=long).json()["id"]
         waiting = client.post("/api/jobs", json={**body, "config": {**QUICK, "max_steps": 2}})
+        # Running, not only beating: a worker beats while it starts too, and one stopped
+        # then stays "starting" (a loaded machine let the test stop it there).
         deadline = time.time() + 120
-        while client.get(f"/api/jobs/{stopped}").json()["heartbeat_at"] is None:
-            assert time.time() < deadline, "no heartbeat"
+        job = client.get(f"/api/jobs/{stopped}").json()
+        while job["heartbeat_at"] is None or job["state"] != "running":
+            assert time.time() < deadline, f"not running with a heartbeat: {job['state']}"
             time.sleep(0.2)
+            job = client.get(f"/api/jobs/{stopped}").json()
         pid = job_pid(client, stopped)
         os.kill(pid, signal.SIGSTOP)
         try:
