@@ -345,7 +345,8 @@ def _grpo_steps(groups: int, n: int, new_tokens: int, prompt_len: int, steps: in
         data = [rl._datum(r, "importance_sampling") for g in rollouts for r in g]
         fb = client.forward_backward(data, "importance_sampling")
         client.optim_step(types.AdamParams(learning_rate=1e-5)).result()
-        gaps = rl._sampler_learner_gaps(data, fb.result())
+        starts = [len(r.prompt_tokens) - 1 for g in rollouts for r in g]
+        gaps = rl._sampler_learner_gaps(data, fb.result(), starts)
         _sync()
         ended = time.perf_counter()
         tokens = sum(len(r.tokens) for g in rollouts for r in g)

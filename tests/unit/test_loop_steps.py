@@ -57,7 +57,7 @@ def test_one_step_stays_in_flight_and_settle_finishes_it_with_the_evals() -> Non
 
     def submitted(number: int) -> Step[int]:
         order.append(f"submit {number}")
-        return Step(number, [number], [], None, 0.1)
+        return Step(number, [number], [], None, 0.1, 0.0)
 
     async def loop() -> dict[str, float]:
         steps: InFlight[int] = InFlight(finish)
@@ -121,7 +121,7 @@ def test_the_first_finished_step_logs_where_the_startup_time_went(
     async def loop() -> None:
         steps: InFlight[int] = InFlight(finish, clock, RunLogger(tmp_path, echo=True))
         for number in range(3):
-            await steps.submit(Step(number, [number], [], None, 0.1))
+            await steps.submit(Step(number, [number], [], None, 0.1, 0.0))
         await steps.settle()
 
     asyncio.run(loop())

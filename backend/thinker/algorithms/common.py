@@ -227,6 +227,7 @@ class Step(Generic[T]):
     passes: list[tuple[APIFuture[types.ForwardBackwardOutput], list[T]]]
     optim: APIFuture[types.OptimStepResponse]
     learning_rate: float
+    grad_clip_norm: float  # the engine's cap on the gradient's norm (0: none)
     started: float = field(default_factory=time.monotonic)
 
     async def outputs(self) -> list[tuple[types.ForwardBackwardOutput, int]]:
@@ -245,7 +246,8 @@ def submit_step(
     """Submit step `number`: `forward_backward` of each pass of `batch`, then the optimizer
     step. Nothing is awaited: the engine runs a client's calls in submission order."""
     passes = [(forward_backward(part), part) for part in plan.passes(batch)]
-    return Step(number, batch, passes, client.optim_step(adam), adam.learning_rate)
+    optim = client.optim_step(adam)
+    return Step(number, batch, passes, optim, adam.learning_rate, adam.grad_clip_norm)
 
 
 FinishStep = Callable[[Step[T], dict[str, float]], Awaitable[dict[str, float]]]
@@ -341,8 +343,17 @@ def lr_multiplier(step: int, total_steps: int, schedule: str, warmup_steps: int 
     raise ValueError(f"unknown lr_schedule {schedule!r}")
 
 
-def adam_params(config: LoopConfig, step: int, total_steps: int) -> types.AdamParams:
-    """The optimizer settings of `step`, its learning rate following the schedule."""
+def adam_params(
+    config: LoopConfig, step: int, total_steps: int, loss_units: float = 1.0
+) -> types.AdamParams:
+    """The optimizer settings of `step`, its learning rate following the schedule.
+
+    The engine's losses are sums (TINKER_API.md), so their gradients grow with the batch;
+    `grad_clip_norm` bounds the gradient of the loss as a mean instead, as TRL's
+    `max_grad_norm` does: the step's loss divided by `loss_units`, the number of terms it
+    sums (trained tokens for SL and RL, judged datums for the reward model, 1 for DPO's
+    loss, already a mean over pairs). The engine's cap is then grad_clip_norm * loss_units.
+    """
     lr = config.learning_rate * lr_multiplier(
         step, total_steps, config.lr_schedule, config.warmup_steps
     )
@@ -352,14 +363,19 @@ def adam_params(config: LoopConfig, step: int, total_steps: int) -> types.AdamPa
         beta2=config.beta2,
         eps=config.eps,
         weight_decay=config.weight_decay,
-        grad_clip_norm=config.grad_clip_norm,
+        grad_clip_norm=config.grad_clip_norm * max(loss_units, 1.0),
     )
 
 
-def optimizer_metrics(output: types.OptimStepResponse) -> dict[str, float]:
+def optimizer_metrics(output: types.OptimStepResponse, clip: float) -> dict[str, float]:
     """An optimizer step's grad_norm (before clipping) and param_norm (the adapter's norm
-    after the step), where the backend reports them (the local engine does)."""
-    return {k: float(v) for k, v in (output.metrics or {}).items() if k in _OPTIMIZER_METRICS}
+    after the step), where the backend reports them (the local engine does), and then
+    `grad_clipped`: 1 if the step's gradient was scaled down to the engine's cap `clip`
+    (0: no clipping), else 0; its mean over steps is the clip rate."""
+    metrics = {k: float(v) for k, v in (output.metrics or {}).items() if k in _OPTIMIZER_METRICS}
+    if "grad_norm" in metrics:
+        metrics["grad_clipped"] = float(0 < clip < metrics["grad_norm"])
+    return metrics
 
 
 _OPTIMIZER_METRICS = ("grad_norm", "param_norm")

@@ -377,7 +377,7 @@ async def _finish(
         "num_pairs": float(num_pairs),
         "step_time_s": time.monotonic() - step.started,
     }
-    metrics |= optimizer_metrics(await step.optim)
+    metrics |= optimizer_metrics(await step.optim, step.grad_clip_norm)
     metrics |= evals
     logger.log_metrics(metrics, step=step.number + 1)
     stop_if_diverged(metrics, step.number + 1, "dpo_loss", config)

@@ -84,10 +84,13 @@ class LoopConfig(BaseModel):
     )
     eps: Number = Field(1e-8, gt=0, le=1, description="Adam's epsilon, added to the denominator.")
     weight_decay: Number = Field(0.0, ge=0, le=1, description="AdamW's weight decay.")
-    # The loss is a token sum, so unclipped norms run in the hundreds: the shipped examples
-    # only learn clipped.
+    # Of the loss as a mean (per trained token; DPO's per pair), as TRL's max_grad_norm: the
+    # engine's loss is a sum, whose norm grows with the batch (common.adam_params).
     grad_clip_norm: Number = Field(
-        1.0, ge=0, description="The most the gradient's global norm may be; 0: no clipping."
+        1.0,
+        ge=0,
+        description="The most the global norm of the gradient of the mean loss (per trained "
+        "token; DPO: per pair) may be; 0: no clipping.",
     )
     eval_every: StrictInt = Field(
         10,

@@ -342,7 +342,7 @@ async def train_reward_model(
     result = start.result
     for number in range(start.step, total_steps):
         batch = epoch_batch(train_data, number, steps_per_epoch, plan.batch_size, config.seed)
-        adam = adam_params(config, number, total_steps)
+        adam = adam_params(config, number, total_steps, 2 * len(batch))  # both orders
         await steps.submit(submit_step(client, plan, batch, number, adam, judge_pass))
         done = number + 1
         if is_due(done, config.eval_every, total_steps):
@@ -395,7 +395,7 @@ async def _finish(
         "num_pairs": float(num_pairs),
         "step_time_s": time.monotonic() - step.started,
     }
-    metrics |= optimizer_metrics(await step.optim)
+    metrics |= optimizer_metrics(await step.optim, step.grad_clip_norm)
     metrics |= evals
     logger.log_metrics(metrics, step=step.number + 1)
     stop_if_diverged(metrics, step.number + 1, "rm_train_nll", config)

@@ -109,8 +109,10 @@ async def main(
         for group in kept:
             _apply_kl_penalty(group, config.kl_coef)
         _write_rollouts(run.rollout_file(step + 1), batch, groups, kept, renderer)
-        datums = [_datum(r, config.loss_fn) for g in kept for r in g]
-        train_metrics = await _train(client, datums, config, step)
+        trained = [r for g in kept for r in g]
+        datums = [_datum(r, config.loss_fn) for r in trained]
+        starts = [len(r.prompt_tokens) - 1 for r in trained]
+        train_metrics = await _train(client, datums, config, step, starts)
         metrics = {
             **_rollout_metrics(groups, kept, sample_s),
             **train_metrics,
@@ -257,9 +259,14 @@ def _float32(values: list[float]) -> types.TensorData:
 
 
 async def _train(
-    client: TrainingClient, datums: list[types.Datum], config: RLConfig, step: int
+    client: TrainingClient,
+    datums: list[types.Datum],
+    config: RLConfig,
+    step: int,
+    starts: list[int],
 ) -> dict[str, float]:
-    """`num_substeps` optimizer steps over the batch (none if every group was dropped)."""
+    """`num_substeps` optimizer steps over the batch (none if every group was dropped);
+    `starts[i]` is the target position of datum i's first sampled token."""
     if not datums:
         return {"num_datums": 0.0}
     chunk = -(-len(datums) // config.num_substeps)
@@ -269,40 +276,48 @@ async def _train(
         if not part:
             break
         parts.append(part)
-        adam = adam_params(config, step, config.max_steps)
+        first = starts[k * chunk : k * chunk + len(part)]
+        sampled = sum(d.model_input.length - s for d, s in zip(part, first, strict=True))
+        adam = adam_params(config, step, config.max_steps, sampled)
         fb = client.forward_backward(part, config.loss_fn, config.loss_fn_config or None)
-        submitted.append((fb, client.optim_step(adam), adam.learning_rate))
-    losses, norms, gaps = [], [], []
+        submitted.append((fb, client.optim_step(adam), adam))
+    losses, norms, clipped, gaps = [], [], [], []
     optimizer: dict[str, float] = {}
-    for (fb, opt, _), part in zip(submitted, parts, strict=True):
+    for k, ((fb, opt, adam), part) in enumerate(zip(submitted, parts, strict=True)):
         out = await fb
         losses.append(out.metrics["loss:sum"])
-        gaps += _sampler_learner_gaps(part, out)
-        optimizer = optimizer_metrics(await opt)
+        gaps += _sampler_learner_gaps(part, out, starts[k * chunk : k * chunk + len(part)])
+        optimizer = optimizer_metrics(await opt, adam.grad_clip_norm)
         if "grad_norm" in optimizer:
             norms.append(optimizer["grad_norm"])
+            clipped.append(optimizer["grad_clipped"])
     metrics = {
         "loss": sum(losses) / len(datums),
         "num_datums": float(len(datums)),
-        "learning_rate": submitted[-1][2],
-        # mean of log q - log p over trained tokens: ~0 on-policy at the first substep; a
-        # large value means the sampler and the learner disagree (a bug or stale weights)
+        "learning_rate": submitted[-1][2].learning_rate,
+        # mean of log q - log p over every sampled token (a zero advantage too): ~0
+        # on-policy at the first substep; a large value means the sampler and the learner
+        # disagree (a bug or stale weights)
         "kl_sample_train": statistics.fmean(gaps) if gaps else 0.0,
     }
     if norms:
         metrics["grad_norm"] = statistics.fmean(norms)
+        metrics["grad_clipped"] = statistics.fmean(clipped)  # the share of substeps clipped
     if "param_norm" in optimizer:  # after the last substep
         metrics["param_norm"] = optimizer["param_norm"]
     return metrics
 
 
-def _sampler_learner_gaps(part: list[types.Datum], out: types.ForwardBackwardOutput) -> list[float]:
+def _sampler_learner_gaps(
+    part: list[types.Datum], out: types.ForwardBackwardOutput, starts: list[int]
+) -> list[float]:
+    """log q - log p of each sampled token of `part` (target positions from `starts[i]` on;
+    the prompt's are not sampled), whatever its advantage."""
     gaps = []
-    for datum, result in zip(part, out.loss_fn_outputs, strict=True):
-        q = datum.loss_fn_inputs["logprobs"].to_torch()
-        p = result["logprobs"].to_torch()
-        mask = datum.loss_fn_inputs["advantages"].to_torch() != 0
-        gaps += (q - p)[mask].tolist()
+    for datum, result, start in zip(part, out.loss_fn_outputs, starts, strict=True):
+        q = datum.loss_fn_inputs["logprobs"].to_torch()[start:]
+        p = result["logprobs"].to_torch()[start:]
+        gaps += (q - p).tolist()
     return gaps
 
 

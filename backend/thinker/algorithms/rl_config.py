@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, StrictInt, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from thinker.algorithms.loop_config import LoopConfig, LrSchedule
 from thinker.bounds import (
@@ -56,7 +56,8 @@ class RLConfig(LoopConfig):
         1.0,
         gt=0,
         le=MAX_TEMPERATURE,
-        description="Sampling temperature of the rollouts; it must leave room to explore.",
+        description="Sampling temperature of the rollouts: 1.0, the only one RL trains on "
+        "correctly (both sides' logprobs are at temperature 1).",
     )
     loss_fn: Literal["importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce"] = (
         Field("importance_sampling", description="The policy-gradient loss.")
@@ -107,6 +108,23 @@ class RLConfig(LoopConfig):
         description="Steps between checkpoints, each a model in the library; 0: only at the end.",
     )
     log_path: Path = Field(Path("runs/rl"), description="The run directory.")
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature_is_one(cls, value: float) -> float:
+        """The sampler's logprobs and the learner's are both of the temperature-1
+        distribution (on Tinker as locally), so rollouts drawn at another temperature would
+        train as if drawn at 1: silently off-policy (at 0.7 the sampled tokens' mean
+        log(p_T / p_1) is 0.17), with `entropy` and `kl_to_base` no longer estimates of what
+        was sampled. Refused rather than trained wrong."""
+        if value != 1.0:
+            raise ValueError(
+                f"{value:g} is refused: RL trains on temperature-1 logprobs (the sampler's and "
+                "the learner's, locally and on Tinker), so rollouts sampled at another "
+                "temperature would be trained off-policy without a word; use 1.0 (to explore "
+                "more, raise group_size)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _loss_fn_config_fits_the_loss(self) -> RLConfig:

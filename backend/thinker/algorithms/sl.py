@@ -88,7 +88,7 @@ async def main(
     result = start.result
     for number in range(start.step, total_steps):
         batch = epoch_batch(train_data, number, steps_per_epoch, plan.batch_size, config.seed)
-        adam = adam_params(config, number, total_steps)
+        adam = adam_params(config, number, total_steps, _trained_tokens(batch))
         await steps.submit(submit_step(client, plan, batch, number, adam, cross_entropy))
         done = number + 1
         if is_due(done, config.eval_every, total_steps):
@@ -170,7 +170,7 @@ async def _finish(
         "num_sequences": float(len(step.batch)),
         "step_time_s": time.monotonic() - step.started,
     }
-    metrics |= optimizer_metrics(await step.optim)
+    metrics |= optimizer_metrics(await step.optim, step.grad_clip_norm)
     metrics |= evals
     logger.log_metrics(metrics, step=step.number + 1)
     stop_if_diverged(metrics, step.number + 1, "train_mean_nll", config)

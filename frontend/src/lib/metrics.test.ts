@@ -4,7 +4,7 @@ import { METRICS, checkMetric, formatValue, metricInfo, primaryMetric } from './
 describe('metric registry', () => {
   test('every metric the algorithms log is described with a healthy range', () => {
     const logged = [
-      'train_mean_nll', 'eval_mean_nll', 'learning_rate', 'grad_norm', 'num_tokens', 'num_sequences', 'step_time_s',
+      'train_mean_nll', 'eval_mean_nll', 'learning_rate', 'grad_norm', 'grad_clipped', 'num_tokens', 'num_sequences', 'step_time_s',
       'dpo_loss', 'accuracy', 'margin', 'chosen_reward', 'rejected_reward', 'num_pairs',
       'eval_dpo_loss', 'eval_accuracy', 'eval_margin', 'eval_chosen_reward', 'eval_rejected_reward',
       'reward_mean', 'reward_std', 'frac_groups_dropped', 'kl_to_base', 'entropy', 'completion_len_mean',
@@ -71,6 +71,8 @@ describe('health checks', () => {
     expect(checkMetric('entropy', [2.0, 1.0, 0.2])).toMatch(/collapsed/)
     expect(checkMetric('grad_norm', [400, 420, 380, 410, 5000])).toMatch(/spiked/)
     expect(checkMetric('grad_norm', [400, 420, 380, 410, 900])).toBeNull()
+    expect(checkMetric('grad_clipped', [0, 1, 0, 0, 0, 0])).toBeNull()
+    expect(checkMetric('grad_clipped', [0, 1, 1, 1, 0, 1])).toMatch(/most recent steps were clipped/)
   })
 
   test('one slow evaluation step is not a slowdown; a lasting one is', () => {

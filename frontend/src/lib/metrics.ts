@@ -192,7 +192,7 @@ const DEFINITIONS: MetricInfo[] = [
     'Fraction of groups whose rewards were all equal (they carry no signal and are dropped).',
     'Below about 0.5.',
     (v) => (last(v) > 0.5
-      ? 'above 0.5: most groups score alike; warm-start with SL, raise group_size or temperature'
+      ? 'above 0.5: most groups score alike; warm-start with SL or raise group_size'
       : null)),
   metric('kl_to_base', 'KL to base', 'kl',
     'Sampled per-token estimate of KL(policy ‖ base model without adapter), in nats.',
@@ -200,7 +200,7 @@ const DEFINITIONS: MetricInfo[] = [
     (v) => (last(v) > 1 ? 'above 1: unstable; set kl_coef or lower the learning rate'
       : last(v) > 0.1 ? 'above 0.1: the policy is drifting from the base model' : null)),
   metric('kl_sample_train', 'KL sampler vs learner', 'kl',
-    'Mean of log q − log p over trained tokens: the sampler\'s logprob against the learner\'s.',
+    'Mean of log q − log p over every sampled token of the trained groups: the sampler\'s logprob against the learner\'s.',
     'About 0 (below 1e-4 locally) with one substep.',
     (v) => (Math.abs(last(v)) > 0.01
       ? 'clearly non-zero: sampler and learner disagree (fine only with num_substeps > 1)'
@@ -337,6 +337,15 @@ const DEFINITIONS: MetricInfo[] = [
     'Global L2 norm of the adapter\'s gradient before clipping.',
     'Steady or slowly falling, judged against its own level.',
     spike(10, 3, 'spiked 10× above its recent level: lower the learning rate or add warmup')),
+  metric('grad_clipped', 'Clipped', 'optimizer',
+    'Whether grad_clip_norm scaled the step\'s gradient down: 1 or 0 (RL: the share of its substeps). Its mean over steps is the clip rate.',
+    'Mostly 0: a clip now and then catches a spike.',
+    (v) => {
+      const recent = v.slice(-10)
+      return recent.length >= 5 && recent.reduce((a, b) => a + b, 0) / recent.length > 0.5
+        ? 'most recent steps were clipped: the cap, not the learning rate, sets the step size; lower the learning rate or raise grad_clip_norm'
+        : null
+    }),
   metric('param_norm', 'Adapter weight norm', 'optimizer',
     'L2 norm of the adapter\'s weights after the optimizer step.',
     'Grows slowly and steadily as the adapter moves away from zero.',
