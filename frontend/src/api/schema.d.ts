@@ -1210,7 +1210,7 @@ export interface components {
             eval_fraction: number;
             /**
              * Grad Clip Norm
-             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @description The most the global norm of the gradient of the mean loss (per trained token; DPO: per pair) may be; 0: no clipping.
              * @default 1
              */
             grad_clip_norm: number;
@@ -2308,7 +2308,7 @@ export interface components {
             eval_fraction: number;
             /**
              * Grad Clip Norm
-             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @description The most the global norm of the gradient of the mean loss (per trained token; DPO: per pair) may be; 0: no clipping.
              * @default 1
              */
             grad_clip_norm: number;
@@ -2389,7 +2389,7 @@ export interface components {
             save_every?: number;
             /**
              * Temperature
-             * @description Sampling temperature of the rollouts; it must leave room to explore.
+             * @description Sampling temperature of the rollouts: 1.0, the only one RL trains on correctly (both sides' logprobs are at temperature 1).
              * @default 1
              */
             temperature: number;
@@ -2457,7 +2457,7 @@ export interface components {
             eval_fraction: number;
             /**
              * Grad Clip Norm
-             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @description The most the global norm of the gradient of the mean loss (per trained token; DPO: per pair) may be; 0: no clipping.
              * @default 1
              */
             grad_clip_norm: number;
@@ -2564,7 +2564,7 @@ export interface components {
             eval_fraction: number;
             /**
              * Grad Clip Norm
-             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @description The most the global norm of the gradient of the mean loss (per trained token; DPO: per pair) may be; 0: no clipping.
              * @default 1
              */
             grad_clip_norm: number;
@@ -2672,7 +2672,7 @@ export interface components {
             eval_fraction: number;
             /**
              * Grad Clip Norm
-             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @description The most the global norm of the gradient of the mean loss (per trained token; DPO: per pair) may be; 0: no clipping.
              * @default 1
              */
             grad_clip_norm: number;
@@ -2775,7 +2775,7 @@ export interface components {
             seed: number;
             /**
              * Temperature
-             * @description Sampling temperature of the rollouts; it must leave room to explore.
+             * @description Sampling temperature of the rollouts: 1.0, the only one RL trains on correctly (both sides' logprobs are at temperature 1).
              * @default 1
              */
             temperature: number;
@@ -2987,7 +2987,7 @@ export interface components {
             eval_fraction: number;
             /**
              * Grad Clip Norm
-             * @description The most the gradient's global norm may be; 0: no clipping.
+             * @description The most the global norm of the gradient of the mean loss (per trained token; DPO: per pair) may be; 0: no clipping.
              * @default 1
              */
             grad_clip_norm: number;
