@@ -42,6 +42,7 @@ import concurrent.futures
 import math
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Literal
@@ -143,19 +144,32 @@ def render_judge_prompt(
     A prompt longer than `max_length` tokens keeps its last `max_length - 1` tokens.
     """
     messages = judge_messages(prompt, response_a, response_b)
-    tokens_a = _with_reply(renderer, messages, "A")
-    tokens_b = _with_reply(renderer, messages, "B")
+    return split_replies(renderer, messages, LABELS, max_length)
+
+
+def split_replies(
+    renderer: Renderer,
+    messages: list[Message],
+    replies: tuple[str, str],
+    max_length: int | None = None,
+) -> JudgePrompt:
+    """`messages` rendered with each of two assistant replies, split where the two differ:
+    the shared prefix and each reply's deciding token (`sequence("A")` ends with the first
+    reply's, `sequence("B")` with the second's). A prefix longer than `max_length` tokens
+    keeps its last `max_length - 1` tokens."""
+    tokens_a = _with_reply(renderer, messages, replies[0])
+    tokens_b = _with_reply(renderer, messages, replies[1])
     pairs = zip(tokens_a, tokens_b, strict=False)  # the shorter one may end first
     split = next((i for i, (a, b) in enumerate(pairs) if a != b), None)
     if split is None:
-        raise ConfigError(f"renderer {renderer.name!r} renders the replies A and B alike")
+        raise ConfigError(f"renderer {renderer.name!r} renders the replies {replies} alike")
     prefix = tokens_a[:split]
     if max_length is not None and len(prefix) >= max_length:
         prefix = prefix[len(prefix) - max_length + 1 :]
     return JudgePrompt(prefix, tokens_a[split], tokens_b[split])
 
 
-def _with_reply(renderer: Renderer, messages: list[Message], label: Label) -> list[int]:
+def _with_reply(renderer: Renderer, messages: list[Message], label: str) -> list[int]:
     reply = Message(role="assistant", content=label)
     tokens, _ = renderer.build_supervised_example(
         [*messages, reply], TrainOnWhat.LAST_ASSISTANT_MESSAGE
@@ -235,10 +249,10 @@ class JudgeReward:
         """(P(x beats y), log-odds) of each (prompt, x, y), blocking until all are answered.
 
         An empty answer is not judged: it loses to any answer and ties with another empty one
-        (`_unjudged`). The judge never saw one in its pairs, and a policy finds that out: on
+        (`unjudged`). The judge never saw one in its pairs, and a policy finds that out: on
         the shipped RLHF example, RL against the bare judge ended with every held-out answer
         empty, which the judge rated above the SL policy's answers 84% of the time."""
-        ruled = [_unjudged(c) for c in comparisons]
+        ruled = [unjudged(c) for c in comparisons]
         futures = {i: self._submit(c) for i, c in enumerate(comparisons) if ruled[i] is None}
         # One blocking wait for them all: `.result()` of a finished future never blocks (the
         # tinker SDK warns, at every call, about a blocking `.result()` inside an event loop).
@@ -250,7 +264,7 @@ class JudgeReward:
 
     async def compare_async(self, comparisons: list[Comparison]) -> list[tuple[float, float]]:
         """As `compare`, awaiting the requests instead of blocking on them."""
-        ruled = [_unjudged(c) for c in comparisons]
+        ruled = [unjudged(c) for c in comparisons]
         futures = {i: self._submit(c) for i, c in enumerate(comparisons) if ruled[i] is None}
         return [
             r if r is not None else _combine([await f for f in futures[i]])
@@ -272,7 +286,7 @@ class JudgeReward:
 EMPTY_LOG_ODDS = 20.0  # how sure the rule is that an empty answer loses: e^-20
 
 
-def _unjudged(comparison: Comparison) -> tuple[float, float] | None:
+def unjudged(comparison: Comparison) -> tuple[float, float] | None:
     """The result of a comparison with an empty answer in it, or None to ask the judge."""
     _, x, y = comparison
     x_empty, y_empty = not x.strip(), not y.strip()
@@ -319,7 +333,7 @@ async def train_reward_model(
     client = start.client
     tokenizer = client.get_tokenizer()
     renderer = renderer_for(config.renderer, config.base_model, tokenizer)
-    train_pairs, eval_pairs = _datasets(config)
+    train_pairs, eval_pairs = datasets(config)
     train_data = [_pair_datums(renderer, pair, config.max_length) for pair in train_pairs]
     lengths = [pair_tokens(a, b) for a, b in train_data]
     plan = plan_batch(
@@ -355,20 +369,20 @@ async def train_reward_model(
     return result.finished(total_steps, await steps.settle())
 
 
-def _datasets(config: RewardModelConfig) -> tuple[list[PreferencePair], list[PreferencePair]]:
+def datasets(config: RewardModelConfig) -> tuple[list[PreferencePair], list[PreferencePair]]:
     pairs = load_preference_pairs(config.dataset)
     if config.eval_dataset is not None:
         return pairs, load_preference_pairs(config.eval_dataset)
     return split_train_eval(pairs, config.eval_fraction, config.seed)
 
 
-def _text(messages: list[Message]) -> str:
+def response_text(messages: list[Message]) -> str:
     return "\n\n".join(m["content"] for m in messages)
 
 
 def _pair_datums(renderer: Renderer, pair: PreferencePair, max_length: int) -> PairDatums:
     """The pair in both orders: chosen shown as A (answer "A"), then as B (answer "B")."""
-    chosen, rejected = _text(pair.chosen_messages), _text(pair.rejected_messages)
+    chosen, rejected = response_text(pair.chosen_messages), response_text(pair.rejected_messages)
     first = render_judge_prompt(renderer, pair.prompt_messages, chosen, rejected, max_length)
     second = render_judge_prompt(renderer, pair.prompt_messages, rejected, chosen, max_length)
     return judge_datum(first, "A"), judge_datum(second, "B")
@@ -413,8 +427,25 @@ async def _evaluate(
         return {}
     sampler = await client.save_weights_and_get_sampling_client()
     judge = JudgeReward(sampler, renderer, config.max_length)
-    results = await judge.compare_async(
-        [(p.prompt_messages, _text(p.chosen_messages), _text(p.rejected_messages)) for p in pairs]
+    return await held_out_metrics(judge.compare_async, pairs)
+
+
+async def held_out_metrics(
+    compare: Callable[[list[Comparison]], Awaitable[list[tuple[float, float]]]],
+    pairs: list[PreferencePair],
+) -> dict[str, float]:
+    """A reward model's held-out metrics from its (P(x beats y), log-odds) of each pair's
+    (chosen, rejected): `rm_eval_accuracy` (a tie counts one half), `rm_eval_prob_chosen`
+    and `rm_eval_margin`."""
+    results = await compare(
+        [
+            (
+                p.prompt_messages,
+                response_text(p.chosen_messages),
+                response_text(p.rejected_messages),
+            )
+            for p in pairs
+        ]
     )
     probs = [p for p, _ in results]
     return {

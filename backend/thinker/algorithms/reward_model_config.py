@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, StrictInt
 
@@ -25,6 +26,12 @@ class RewardModelConfig(LoopConfig):
     dataset: Path = Field(
         description='JSONL preference pairs: {"prompt" | "messages", "chosen", "rejected"} per '
         "line."
+    )
+    head: Literal["judge", "bradley_terry"] = Field(
+        "judge",
+        description="judge: a pairwise judge that answers which of two responses is better "
+        "(reward: a completion's win rate in its group); bradley_terry: a scalar score per "
+        "response trained with -log sigmoid(r_chosen - r_rejected) (reward: the score).",
     )
     max_length: StrictInt = Field(
         1024,

@@ -16,7 +16,9 @@ mechanism (`thinker.pipeline.stages`), each in its own directory and resuming on
    after the stage from greedy answers (`compare_policies`): `eval_win_rate_vs_sl`, P(RL's
    answer beats SL's), and, when every prompt has a "reference" answer,
    `eval_judge_score_sl` and `eval_judge_score_rl`, P(the answer beats the reference) for
-   each policy.
+   each policy. With `rm: {head: bradley_terry}` the reward model is a scalar score per
+   response instead (bradley_terry.py): a completion's reward is its score, and the verdict
+   reads P(x beats y) = sigmoid(r_x - r_y).
 
 This module holds RLHF's config (`RLHFConfig`: the shared settings once, and each stage's
 section) and the judge's verdict; the pipeline turns the config into its three stages.
@@ -31,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, StrictInt, model_validator
 from tinker import types
 
+from thinker.algorithms.bradley_terry import BradleyTerryReward
 from thinker.algorithms.reward_model import JudgeReward
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rl_config import RLConfig
@@ -120,7 +123,7 @@ def _rl_problems(section: dict[str, Any]) -> list[str]:
 
 
 async def compare_policies(
-    judge: JudgeReward,
+    judge: JudgeReward | BradleyTerryReward,
     problems: list[Problem],
     policy: SamplingClient,
     baseline: SamplingClient,

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, assert_never
 
-from thinker.algorithms import dpo, reward_model, rl, sl
+from thinker.algorithms import bradley_terry, dpo, reward_model, rl, sl
+from thinker.algorithms.bradley_terry import BradleyTerryReward
 from thinker.algorithms.common import RunResult
 from thinker.algorithms.reward_model import JudgeReward
 from thinker.engine import ServiceClient
@@ -27,17 +28,22 @@ class Judge:
     base_model: str
     renderer: str | None
     max_length: int  # of a judge prompt, as the rm stage trained it
+    head: str = "judge"  # or "bradley_terry": a score per response
 
     @classmethod
     def of(cls, stage: RMTraining, result: RunResult) -> Judge:
         if result.sampler_path is None:
             raise ConfigError(f"stage {stage.name}: the reward model ended without a checkpoint")
-        return cls(result.sampler_path, stage.base_model, stage.renderer, stage.max_length)
+        return cls(
+            result.sampler_path, stage.base_model, stage.renderer, stage.max_length, stage.head
+        )
 
-    async def reward(self, service: ServiceClient) -> JudgeReward:
-        """The judge as an RL reward, on a sampling client of its weights."""
+    async def reward(self, service: ServiceClient) -> JudgeReward | BradleyTerryReward:
+        """The reward model as an RL reward, on a sampling client of its weights."""
         sampler = await service.create_sampling_client(model_path=self.sampler_path)
         renderer = renderer_for(self.renderer, self.base_model, sampler.get_tokenizer())
+        if self.head == "bradley_terry":
+            return BradleyTerryReward(sampler, renderer, self.max_length)
         return JudgeReward(sampler, renderer, self.max_length)
 
 
@@ -81,5 +87,7 @@ async def train_section(
         return await rl.main(config, service, logger, reward_fn=reward_fn)
     if isinstance(section, RMTraining):
         rm_config = section.to_run_config(run_dir)
+        if rm_config.head == "bradley_terry":
+            return await bradley_terry.train_bradley_terry(rm_config, service, logger)
         return await reward_model.train_reward_model(rm_config, service, logger)
     assert_never(section)

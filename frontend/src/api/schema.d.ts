@@ -2462,6 +2462,13 @@ export interface components {
              */
             grad_clip_norm: number;
             /**
+             * Head
+             * @description judge: a pairwise judge that answers which of two responses is better (reward: a completion's win rate in its group); bradley_terry: a scalar score per response trained with -log sigmoid(r_chosen - r_rejected) (reward: the score).
+             * @default judge
+             * @enum {string}
+             */
+            head: "judge" | "bradley_terry";
+            /**
              * Learning Rate
              * @description The judge's peak learning rate (the cookbook's RLHF recipe uses 3e-4). Left out, the server proposes it from the data and the base model.
              */

@@ -9,7 +9,7 @@ describe('metric registry', () => {
       'eval_dpo_loss', 'eval_accuracy', 'eval_margin', 'eval_chosen_reward', 'eval_rejected_reward',
       'reward_mean', 'reward_std', 'frac_groups_dropped', 'kl_to_base', 'entropy', 'completion_len_mean',
       'frac_terminated', 'sample_tokens_per_s', 'loss', 'kl_sample_train', 'num_datums', 'eval_reward_mean',
-      'rm_train_nll', 'rm_eval_accuracy', 'rm_eval_prob_chosen', 'rm_eval_margin',
+      'rm_train_nll', 'rm_train_accuracy', 'rm_eval_accuracy', 'rm_eval_prob_chosen', 'rm_eval_margin',
       'eval_win_rate_vs_sl', 'eval_judge_score_sl', 'eval_judge_score_rl',
       'inputs_done', 'inputs_total', 'answered', 'failed', 'flagged', 'applied', 'verified',
       'verification_failed', 'mean_confidence', 'shard_retries', 'actors_lost',

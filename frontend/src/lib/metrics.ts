@@ -159,10 +159,13 @@ const DEFINITIONS: MetricInfo[] = [
     'dpo_loss'),
   // Reward model (RLHF stage 2)
   metric('rm_train_nll', 'Judge NLL', 'loss',
-    'NLL of the judge\'s answer token ("A" or "B") over the batch, both orders of each pair.',
+    'NLL of the judge\'s answer token ("A" or "B") over the batch, both orders of each pair; with head bradley_terry, the mean of −log σ(r_chosen − r_rejected).',
     'Falls below ln 2 = 0.693.',
-    stuckAt(LN2, 0.02, 10, 'stuck at 0.69: the judge answers with a letter but not which response is better'),
+    stuckAt(LN2, 0.02, 10, 'stuck at 0.69: the reward model has not learned which response is better'),
     'rm_nll'),
+  metric('rm_train_accuracy', 'Pairs ranked right', 'accuracy',
+    'Bradley-Terry head: the share of the step\'s pairs whose chosen response scored above the rejected one.',
+    'Rises toward 1; compare with rm_eval_accuracy to see memorising.'),
   // RL
   metric('loss', 'Policy-gradient loss', 'loss',
     'The RL loss summed over trained tokens per completion. Not a progress measure: watch reward_mean.',

@@ -102,6 +102,7 @@ const LABELS: Record<string, string> = {
   max_tokens: 'Max tokens',
   temperature: 'Temperature',
   loss_fn: 'Loss',
+  head: 'Reward model head',
   kl_coef: 'KL coefficient',
   task: 'Task',
   samples: 'Samples per input',
@@ -125,7 +126,7 @@ export const PARAMS: Record<Algorithm, ParamSpec[]> = {
 /** The settings of each RLHF stage the form shows. */
 export const RLHF_STAGE_PARAMS: Record<RlhfStage, ParamSpec[]> = {
   sl: specs('learning_rate', 'batch_size', 'max_steps'),
-  rm: specs('learning_rate', 'batch_size', 'max_steps'),
+  rm: specs('head', 'learning_rate', 'batch_size', 'max_steps'),
   rl: specs('learning_rate', 'group_size', 'groups_per_batch', 'max_steps'),
 }
 
