@@ -84,8 +84,10 @@ def job_pid(client: TestClient, job_id: str) -> int:
 
 
 def wait_state(
-    client: TestClient, job_id: str, states: tuple[str, ...], timeout: float = 120
+    client: TestClient, job_id: str, states: tuple[str, ...], timeout: float = 600
 ) -> dict:
+    """The job once it is in one of `states`. `timeout` bounds a hang, not a speed: a
+    4-step job took over 120 s to finish in CI on 2 loaded cores (its worker at nice +10)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         job = client.get(f"/api/jobs/{job_id}").json()

@@ -84,7 +84,7 @@ def wait_for(
     client: httpx.Client,
     job_id: str,
     states: tuple[str, ...],
-    timeout: float = 180,
+    timeout: float = 600,  # a bound on a hang, not a speed (see tests/support/api.py)
     min_step: int = 0,
 ) -> dict[str, Any]:
     """Poll a job until it is in one of `states` (and at `min_step` or beyond)."""

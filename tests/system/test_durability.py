@@ -120,7 +120,7 @@ def test_pause_resume_and_cancel_a_running_job(tmp_path: Path, database_url: str
             running = wait_for(client, job_id, ("running",), min_step=15)
             assert running["heartbeat_at"] is not None  # the worker's heartbeat is seen
             assert client.post(f"/api/jobs/{job_id}/pause").status_code == 200
-            paused = wait_for(client, job_id, ("paused",), timeout=60)
+            paused = wait_for(client, job_id, ("paused",), timeout=300)
             assert paused["reason"] == "stopped by request"
             assert client.post(f"/api/jobs/{job_id}/pause").status_code == 409
 
@@ -134,7 +134,7 @@ def test_pause_resume_and_cancel_a_running_job(tmp_path: Path, database_url: str
             assert starts[0] == 0 and starts[-1] >= 10  # the second run began at a checkpoint
 
             assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
-            cancelled = wait_for(client, job_id, ("cancelled",), timeout=60)
+            cancelled = wait_for(client, job_id, ("cancelled",), timeout=300)
             assert cancelled["step"] < 300
             assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 409
             assert client.post(f"/api/jobs/{job_id}/resume").status_code == 409

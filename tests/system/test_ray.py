@@ -324,12 +324,12 @@ def test_a_job_no_node_can_place_is_cancelled_and_its_actor_removed(
             dataset_id = upload(client, ARITHMETIC, "chat")
             body = {"algorithm": "sl", "dataset_id": dataset_id, "config": SHORT}
             job_id = client.post("/api/jobs", json=body).json()["id"]
-            waiting = wait_for(client, job_id, ("starting",), timeout=60)
+            waiting = wait_for(client, job_id, ("starting",), timeout=300)
             time.sleep(3)  # still unplaced: nothing ran
             assert client.get(f"/api/jobs/{job_id}").json()["state"] == "starting"
             assert waiting["step"] == 0
             assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
-            cancelled = wait_for(client, job_id, ("cancelled",), timeout=60)
+            cancelled = wait_for(client, job_id, ("cancelled",), timeout=300)
             assert cancelled["step"] == 0
     finally:
         server.stop()
