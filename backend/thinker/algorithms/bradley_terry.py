@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
-import time
 from functools import partial
 
 import torch
@@ -49,12 +48,11 @@ from thinker.algorithms.common import (
     epoch_batch,
     is_due,
     log_plan,
-    optimizer_metrics,
+    log_step,
     plan_batch,
     prepare_run,
     save_checkpoint,
     start_or_resume,
-    stop_if_diverged,
     submit_step,
 )
 from thinker.algorithms.reward_model import (
@@ -292,16 +290,8 @@ async def _finish(
     outputs = [(output.metrics, n) for output, n in await step.outputs()]
     num_pairs = len(step.batch)  # the passes' means, weighted by their pairs
     metrics = {name: sum(float(m[name]) * n for m, n in outputs) / num_pairs for name in METRICS}
-    metrics |= {
-        "learning_rate": step.learning_rate,
-        "num_pairs": float(num_pairs),
-        "step_time_s": time.monotonic() - step.started,
-    }
-    metrics |= optimizer_metrics(await step.optim, step.grad_clip_norm)
-    metrics |= evals
-    logger.log_metrics(metrics, step=step.number + 1)
-    stop_if_diverged(metrics, step.number + 1, "rm_train_nll", config)
-    return metrics
+    metrics["num_pairs"] = float(num_pairs)
+    return await log_step(step, metrics, evals, logger, config, "rm_train_nll")
 
 
 async def _evaluate(

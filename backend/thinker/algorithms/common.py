@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import yaml
 from tinker import types
@@ -365,6 +365,25 @@ def adam_params(
         weight_decay=config.weight_decay,
         grad_clip_norm=config.grad_clip_norm * max(loss_units, 1.0),
     )
+
+
+async def log_step(
+    step: Step[Any],
+    metrics: dict[str, float],
+    evals: dict[str, float],
+    logger: MetricsLogger,
+    config: LoopConfig,
+    loss_key: str,
+) -> dict[str, float]:
+    """The end of a supervised step's `_finish` (SL, DPO, both reward heads): `metrics`, the
+    algorithm's own, with the step's learning rate, wall time, optimizer metrics and `evals`,
+    logged as step `number + 1`; then stop if `loss_key` or a norm diverged."""
+    metrics |= {"learning_rate": step.learning_rate, "step_time_s": time.monotonic() - step.started}
+    metrics |= optimizer_metrics(await step.optim, step.grad_clip_norm)
+    metrics |= evals
+    logger.log_metrics(metrics, step=step.number + 1)
+    stop_if_diverged(metrics, step.number + 1, loss_key, config)
+    return metrics
 
 
 def optimizer_metrics(output: types.OptimStepResponse, clip: float) -> dict[str, float]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -47,13 +46,12 @@ from thinker.algorithms.common import (
     epoch_batch,
     is_due,
     log_plan,
-    optimizer_metrics,
+    log_step,
     pair_tokens,
     plan_batch,
     prepare_run,
     save_checkpoint,
     start_or_resume,
-    stop_if_diverged,
     submit_step,
 )
 from thinker.algorithms.dpo_config import DPOConfig
@@ -372,16 +370,8 @@ async def _finish(
     # Every metric is a mean over pairs: the passes' means weighted by their pairs.
     num_pairs = len(step.batch)
     metrics = {name: sum(float(m[name]) * n for m, n in outputs) / num_pairs for name in METRICS}
-    metrics |= {
-        "learning_rate": step.learning_rate,
-        "num_pairs": float(num_pairs),
-        "step_time_s": time.monotonic() - step.started,
-    }
-    metrics |= optimizer_metrics(await step.optim, step.grad_clip_norm)
-    metrics |= evals
-    logger.log_metrics(metrics, step=step.number + 1)
-    stop_if_diverged(metrics, step.number + 1, "dpo_loss", config)
-    return metrics
+    metrics["num_pairs"] = float(num_pairs)
+    return await log_step(step, metrics, evals, logger, config, "dpo_loss")
 
 
 async def _evaluate(

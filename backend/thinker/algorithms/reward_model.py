@@ -41,7 +41,6 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import statistics
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -57,13 +56,12 @@ from thinker.algorithms.common import (
     epoch_batch,
     is_due,
     log_plan,
-    optimizer_metrics,
+    log_step,
     pair_tokens,
     plan_batch,
     prepare_run,
     save_checkpoint,
     start_or_resume,
-    stop_if_diverged,
     submit_step,
 )
 from thinker.algorithms.reward_model_config import RewardModelConfig
@@ -405,15 +403,9 @@ async def _finish(
     num_pairs = len(step.batch)
     metrics = {
         "rm_train_nll": loss_sum / (2 * num_pairs),  # one token per datum
-        "learning_rate": step.learning_rate,
         "num_pairs": float(num_pairs),
-        "step_time_s": time.monotonic() - step.started,
     }
-    metrics |= optimizer_metrics(await step.optim, step.grad_clip_norm)
-    metrics |= evals
-    logger.log_metrics(metrics, step=step.number + 1)
-    stop_if_diverged(metrics, step.number + 1, "rm_train_nll", config)
-    return metrics
+    return await log_step(step, metrics, evals, logger, config, "rm_train_nll")
 
 
 async def _evaluate(

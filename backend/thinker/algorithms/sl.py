@@ -15,7 +15,6 @@ as a run that was never interrupted.
 
 from __future__ import annotations
 
-import time
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -30,13 +29,12 @@ from thinker.algorithms.common import (
     epoch_batch,
     is_due,
     log_plan,
+    log_step,
     lr_multiplier,
-    optimizer_metrics,
     plan_batch,
     prepare_run,
     save_checkpoint,
     start_or_resume,
-    stop_if_diverged,
     submit_step,
     weighted_sum,
 )
@@ -165,16 +163,10 @@ async def _finish(
     n_tokens = _trained_tokens(step.batch)
     metrics = {
         "train_mean_nll": loss_sum / max(n_tokens, 1.0),
-        "learning_rate": step.learning_rate,
         "num_tokens": n_tokens,
         "num_sequences": float(len(step.batch)),
-        "step_time_s": time.monotonic() - step.started,
     }
-    metrics |= optimizer_metrics(await step.optim, step.grad_clip_norm)
-    metrics |= evals
-    logger.log_metrics(metrics, step=step.number + 1)
-    stop_if_diverged(metrics, step.number + 1, "train_mean_nll", config)
-    return metrics
+    return await log_step(step, metrics, evals, logger, config, "train_mean_nll")
 
 
 async def _eval_nll(client: TrainingClient, data: list[types.Datum], batch_size: int) -> float:
