@@ -93,6 +93,11 @@ def offline_env(hf_home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(HF_HOME=str(hf_home), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     env.update(TOKENIZERS_PARALLELISM="false", TINKER_TELEMETRY="0")
+    # MKL's reductions (a dot product of 30 floats) add in an order that depends on where
+    # the arrays start in memory; the recipes reduce the logprobs they get back (sl_loop's
+    # train_mean_nll), which over the wire are fresh arrays and in process the engine's own,
+    # so the same bits summed to values 2 ulp apart. STRICT makes the order alignment-free.
+    env.update(MKL_CBWR="AUTO,STRICT")
     return env
 
 
