@@ -310,6 +310,13 @@ def test_service_lost_during_creation_fails_within_the_bound(
     assert str(error).startswith(f"Tinker service at {fake_tinker.url} is not reachable within 1 s")
     assert isinstance(service._impl._sdk, tinker.ServiceClient)
     _assert_no_key(_full_text(error), caplog.text)
+    # The session is kept for when the service is back; closed then, it is finished (and its
+    # heartbeat, which would warn every 10 s for the rest of the process, stops).
+    fake_tinker.dark.clear()
+    service.close("interrupted", "the test is over")
+    finish = [r for r in fake_tinker.requests if r.path == "/api/v1/sessions/sess-1/finish"]
+    assert finish and json.loads(finish[-1].body)["reason"] == {"type": "interrupted"}
+    assert service._impl._sdk is None
 
 
 def test_facade_env_black_hole(monkeypatch: pytest.MonkeyPatch, black_hole_url: str) -> None:

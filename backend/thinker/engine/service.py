@@ -316,7 +316,7 @@ class ServiceClient:
         """End the session (on Tinker, its session finishes with `status`); locally nothing is
         held open."""
         if self._tinker is not None:
-            self._tinker.close()
+            self._tinker.close(status, detail)
         return EngineFuture.completed(None)
 
     # ---- helpers ------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, wait
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import httpx
 import tinker
@@ -140,13 +140,18 @@ class TinkerServiceClient:
         """The service's own list of models (the SDK's call)."""
         return self._sdk_client().get_server_capabilities()
 
-    def close(self) -> None:
-        """Finish the Tinker session, if one was opened; waits at most `timeout_s`."""
+    def close(
+        self,
+        status: Literal["success", "errored", "interrupted"] = "success",
+        detail: str | None = None,
+    ) -> None:
+        """Finish the Tinker session with `status`, if one was opened; waits at most
+        `timeout_s`."""
         with self._sdk_lock:
             sdk, self._sdk = self._sdk, None
         if sdk is None:
             return
-        closing = _in_daemon_thread(lambda: sdk.close("success").result())
+        closing = _in_daemon_thread(lambda: sdk.close(status, detail).result())
         if not wait([closing], timeout=self.timeout_s).done or closing.exception() is not None:
             logger.warning("Tinker session at %s did not close cleanly", self.base_url)
 
