@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     # Training workers run this much nicer than the server, so that the API and live events
     # stay responsive when training and other work share the CPU (0: the same priority).
     worker_nice: int = Field(10, ge=0, le=19)
+    # CPU and Tinker jobs' workers are forked from a process that has imported torch,
+    # transformers and the engine once (jobs/forkserver.py): about 7 s of CPU less per job.
+    # false: every worker is a fresh interpreter, as GPU jobs' always are.
+    warm_workers: bool = True
     # Where job workers run: subprocesses of the server ("local"), or Ray actors on a cluster
     # ("ray", at ray_address: "auto", "ray://host:port" or a local address), each asking Ray
     # for its GPU or CPU plus ray_resources (e.g. {"big_disk": 1}); jobs/ray_executor.py.

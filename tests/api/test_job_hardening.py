@@ -32,6 +32,7 @@ from tests.support.api import (
 
 from thinker.engine.local.checkpoints import MANIFEST_FILE, STATE_FILE, verify
 from thinker.jobs.events import append_event
+from thinker.jobs.forkserver import WarmStarter
 from thinker.server.app import create_app
 
 ARITHMETIC = EXAMPLES / "arithmetic" / "train.jsonl"
@@ -273,9 +274,13 @@ def _environ(pid: int) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh", "forked"])
 def test_a_worker_runs_nicer_with_no_secrets_and_a_compile_cache_in_the_data_dir(
-    tmp_path: Path, database_url: str | None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database_url: str | None, monkeypatch: pytest.MonkeyPatch, warm: bool
 ) -> None:
+    """A fresh worker's environment is what /proc shows. A forked one (the warm starter's,
+    jobs/forkserver.py) shows the starter's there, which must hold no secret either; its own
+    is the one the executor sends the starter, seen on its way."""
     monkeypatch.setenv("THINKER_DATABASE_URL", "postgresql://thinker:hunter2-db@db:5432/thinker")
     monkeypatch.setenv("PGPASSWORD", "hunter2-pg")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter2-aws")
@@ -284,7 +289,15 @@ def test_a_worker_runs_nicer_with_no_secrets_and_a_compile_cache_in_the_data_dir
     monkeypatch.setenv("HF_TOKEN", "hf_needed_for_gated_models")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=1)
+    sent: list[dict[str, str]] = []
+    spawn = WarmStarter.spawn
+
+    def seen(starter: WarmStarter, run_dir: str, log: str, env: dict[str, str]) -> int:
+        sent.append(dict(env))
+        return spawn(starter, run_dir, log, env)
+
+    monkeypatch.setattr(WarmStarter, "spawn", seen)
+    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=1, warm_workers=warm)
     with TestClient(create_app(settings)) as client:
         chat = add_dataset(client, ARITHMETIC, "chat")
         job = client.post("/api/jobs", json={"algorithm": "sl", "dataset_id": chat, "config": LONG})
@@ -292,15 +305,18 @@ def test_a_worker_runs_nicer_with_no_secrets_and_a_compile_cache_in_the_data_dir
         try:
             wait_state(client, job_id, ("running",))
             pid = job_pid(client, job_id)
-            environ = _environ(pid)
+            shown = _environ(pid)
             priority = os.getpriority(os.PRIO_PROCESS, pid)
             group = Path(f"/proc/{pid}/autogroup")  # the kernel's per-session scheduling group
             group_nice = group.read_text().split()[-1] if group.exists() else None
         finally:  # a failure above must not leave a long job training beside the next tests
             client.post(f"/api/jobs/{job_id}/cancel")
             wait_state(client, job_id, ("cancelled", "failed", "succeeded"))
-    assert not [v for v in environ.values() if "hunter2" in v], sorted(environ)
-    assert "THINKER_DATABASE_URL" not in environ and "TINKER_API_KEY" not in environ
+    assert len(sent) == (1 if warm else 0)
+    environ = sent[0] if warm else shown
+    for env in (shown, environ):
+        assert not [v for v in env.values() if "hunter2" in v], sorted(env)
+        assert "THINKER_DATABASE_URL" not in env and "TINKER_API_KEY" not in env
     assert environ["HF_TOKEN"] == "hf_needed_for_gated_models"  # the engine may need it
     assert environ["TOKENIZERS_PARALLELISM"] == "false"  # a TOKEN in a name is no credential
     assert environ["PATH"] == os.environ["PATH"] and environ["CUDA_VISIBLE_DEVICES"] == ""

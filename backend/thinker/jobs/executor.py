@@ -5,18 +5,23 @@ through its run directory, so the manager follows every executor's workers the s
 
 `LocalExecutor` runs each worker as a subprocess of the server, in a session of its own: a
 server that dies leaves it running, and the next server finds it again by its pid and the
-pid's start time (a reused pid is not mistaken for it).
+pid's start time (a reused pid is not mistaken for it). CPU and Tinker jobs' workers are
+forked from a warm starter that has done a worker's imports already (jobs/forkserver.py),
+unless `warm` is off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +30,11 @@ from typing import Protocol
 import torch
 
 from thinker.files import write_json_atomically
+from thinker.jobs.forkserver import WarmStarter
 from thinker.jobs.procs import is_alive, start_time
 from thinker.runs import RunDir
+
+log = logging.getLogger(__name__)
 
 # What a worker gets of the server's environment: all but credentials, named as such or a
 # URL with a password in it, and the database's address (a worker reads and writes only its
@@ -106,19 +114,21 @@ PARENT_ENV = "THINKER_WORKER_PARENT"
 class LocalExecutor:
     """Workers as subprocesses of this server, each in its own session (see the module)."""
 
-    def __init__(self, worker_nice: int, cpu_jobs: int) -> None:
+    def __init__(self, worker_nice: int, cpu_jobs: int, warm: bool = True) -> None:
         self.worker_nice = worker_nice
         self.cpu_jobs = cpu_jobs
-        self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self.warm = warm
+        self._children: dict[str, subprocess.Popen[bytes] | Forked] = {}
 
     def gpus(self) -> int:
         """This machine's CUDA devices."""
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
     def launch(self, launch: Launch) -> WorkerRef:
-        env = worker_environment(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["THINKER_WORKER_NICE"] = str(self.worker_nice)
+        """May wait for the warm starter's imports (the first CPU or Tinker job): call it
+        off the event loop."""
+        base = worker_environment(os.environ)
+        env = {**base, "PYTHONUNBUFFERED": "1", "THINKER_WORKER_NICE": str(self.worker_nice)}
         gpus = launch.device.split(":")[1].split(",") if launch.device is not None else []
         if launch.device is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
@@ -132,7 +142,12 @@ class LocalExecutor:
         run = RunDir(launch.run_dir)
         where = {"executor": "local", "hostname": socket.gethostname(), "gpus": gpus}
         write_json_atomically(run.placement, {**where, "processes": launch.processes})
-        child = start_worker(run, env, launch.processes)
+        # GPU jobs start afresh: the warm starter never touches CUDA, and a process that
+        # has not initialised it cannot hand a forked child a working one.
+        forked = None
+        if self.warm and launch.device is None and launch.processes == 1:
+            forked = fork_worker(run, env, base)
+        child = forked or start_worker(run, env, launch.processes)
         self._children[launch.job_id] = child
         return WorkerRef(launch.job_id, child.pid, start_time(child.pid))
 
@@ -143,7 +158,7 @@ class LocalExecutor:
             if code is None:
                 return True, None
             del self._children[worker.job_id]
-            return False, code
+            return False, None if code is Forked.UNKNOWN else code
         if worker.pid is None:
             return False, None
         return is_alive(worker.pid, worker.pid_start), None
@@ -182,6 +197,82 @@ class LocalExecutor:
         for child in self._children.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=timeout_s)
+
+
+@dataclass(frozen=True)
+class Forked:
+    """A worker forked by the warm starter: not this process's child, so followed by pid
+    (and its start time), its exit code asked of the starter. Answers as a Popen does."""
+
+    pid: int
+    started: str | None
+    starter: WarmStarter
+    UNKNOWN = -(2**31)  # `poll`'s code for a worker that ended with no code known
+
+    def poll(self) -> int | None:
+        if is_alive(self.pid, self.started):
+            return None
+        ended, code = self.starter.exit_status(self.pid)
+        if not ended:
+            return None
+        return self.UNKNOWN if code is None else code
+
+    def terminate(self) -> None:
+        os.kill(self.pid, signal.SIGTERM)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until it has ended and the starter has reaped it (its pid is free)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0)
+            time.sleep(0.05)
+
+
+# One warm starter per server process (the apps of a test process share it), for the
+# environment it was started in; a changed environment gets a new one.
+_warm: WarmStarter | None = None
+_warm_lock = threading.Lock()
+
+
+def fork_worker(run: RunDir, env: Mapping[str, str], base: Mapping[str, str]) -> Forked | None:
+    """The worker of `run`, forked by the warm starter of environment `base` (started, and
+    its imports waited for, if there is none yet); None when it cannot (it says why once)."""
+    global _warm
+    with _warm_lock:
+        # Replaced when the environment changed or it died after serving; one that could
+        # not start (an import failed) is kept, so that it is not tried for every job.
+        if _warm is not None and (
+            _warm.env != _starter_env(base) or (_warm.broken and _warm.served)
+        ):
+            _warm.close()
+            _warm = None
+        if _warm is None:
+            _warm = WarmStarter(_starter_env(base))
+        starter = _warm
+    if not starter.ready():
+        _say_once(f"job workers start afresh: {starter.why}")
+        return None
+    try:
+        pid = starter.spawn(str(run.path), str(run.log), env)
+    except OSError as e:
+        _say_once(f"job workers start afresh: {e}")
+        return None
+    return Forked(pid, start_time(pid), starter)
+
+
+def _starter_env(base: Mapping[str, str]) -> dict[str, str]:
+    """The warm starter's own environment: a CPU worker's, at import time."""
+    return {**base, "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        log.warning("%s", message)
 
 
 def start_worker(

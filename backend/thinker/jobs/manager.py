@@ -907,7 +907,8 @@ class JobManager:
             memory_bytes=memory,
         )
         try:
-            worker = self.executor.launch(launch)
+            # off the loop: the first CPU job may wait for the warm starter's imports
+            worker = await asyncio.to_thread(self.executor.launch, launch)
         except OSError as e:
             self._append(
                 job.id,

@@ -89,4 +89,4 @@ def _executor(settings: Settings) -> Executor:
         from thinker.jobs.ray_executor import RayExecutor  # noqa: PLC0415 - optional extra
 
         return RayExecutor(settings.ray_address, settings.ray_resources)
-    return LocalExecutor(settings.worker_nice, settings.max_cpu_jobs)
+    return LocalExecutor(settings.worker_nice, settings.max_cpu_jobs, settings.warm_workers)
