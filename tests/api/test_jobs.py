@@ -203,7 +203,7 @@ def test_one_job_per_gpu_at_a_time(tmp_path: Path, database_url: str | None) -> 
     settings = make_settings(tmp_path / "data", database_url, gpus=2)
     with TestClient(create_app(settings)) as client:
         chat = add_dataset(client, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
-        config = {"max_steps": 40, "batch_size": 4, "save_every": 0, "eval_every": 0}
+        config = {"max_steps": 10, "batch_size": 4, "save_every": 0, "eval_every": 0}
         ids = [
             client.post(
                 "/api/jobs", json={"algorithm": "sl", "dataset_id": chat, "config": config}
