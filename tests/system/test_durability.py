@@ -15,6 +15,8 @@ from tests.system.server import ARITHMETIC, ServerProcess, kill_worker_group, up
 from thinker.jobs.procs import is_alive
 
 LONG = {"max_steps": 300, "batch_size": 4, "save_every": 10, "eval_every": 50}
+# Killed once past step 25 (a tenth of a second after it is seen), resumed, and run to the end.
+RESUMED = {**LONG, "max_steps": 150}
 # More steps than any machine runs while the test watches: the job is cancelled through the
 # restarted server, so the test's length does not depend on the machine's speed.
 ENDLESS = {"max_steps": 100_000, "batch_size": 4, "save_every": 10, "eval_every": 0}
@@ -87,7 +89,7 @@ def test_server_and_worker_killed_then_resumed_from_last_checkpoint(
         with server.client() as client:
             dataset_id = upload(client, ARITHMETIC, "chat")
             stored = client.get(f"/api/datasets/{dataset_id}").json()
-            job_id = _start_long_job(client, dataset_id)
+            job_id = _start_long_job(client, dataset_id, RESUMED)
             wait_for(client, job_id, ("running",), min_step=25)
             pid = _worker_pid(data_dir / "runs" / job_id)
         server.kill9()
@@ -107,17 +109,17 @@ def test_server_and_worker_killed_then_resumed_from_last_checkpoint(
 
             assert client.post(f"/api/jobs/{job_id}/resume").json()["state"] == "queued"
             done = wait_for(client, job_id, ("succeeded",), timeout=300)
-            assert done["step"] == 300 and done["attempts"] == 2
+            assert done["step"] == RESUMED["max_steps"] and done["attempts"] == 2
         checkpoints = _lines(run_dir / "checkpoints.jsonl")
         assert checkpoints[: len(checkpoints_before)] == checkpoints_before
         resumed_at = checkpoints_before[-1]["step"]
-        assert [c["step"] for c in checkpoints] == list(range(10, 301, 10))
+        assert [c["step"] for c in checkpoints] == list(range(10, RESUMED["max_steps"] + 1, 10))
         metrics = _lines(run_dir / "metrics.jsonl")
         assert metrics[: len(metrics_before)] == metrics_before  # nothing rewritten or lost
         plan = [e for e in _lines(run_dir / "events.jsonl") if e["type"] == "plan"]
         assert plan[-1]["data"]["start_step"] == resumed_at  # from the last checkpoint
         after = [m["step"] for m in metrics[len(metrics_before) :] if "train_mean_nll" in m]
-        assert after == list(range(resumed_at + 1, 301))
+        assert after == list(range(resumed_at + 1, RESUMED["max_steps"] + 1))
     finally:
         server.stop()
 
