@@ -24,8 +24,13 @@ def _losses(run: RunDir) -> list[float]:
     return [r["train_mean_nll"] for r in rows]
 
 
-def test_a_two_process_job_trains_as_one_process_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sharding", ["auto", "fsdp"])
+def test_a_two_process_job_trains_as_one_process_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sharding: str
+) -> None:
     # SQLite only: the server's side is test_jobs.py's; what is new here is the workers'.
+    # "auto" keeps the tiny model whole on each rank; "fsdp" shards its layers (FSDP2).
+    monkeypatch.setenv("THINKER_SHARDING", sharding)
     settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1)
     with TestClient(create_app(settings)) as client:
         chat = add_dataset(client, ARITHMETIC, "chat")
@@ -50,6 +55,7 @@ def test_a_two_process_job_trains_as_one_process_does(tmp_path: Path) -> None:
     for rank in (0, 1):  # both ranks joined, and each engine trained its share
         assert f"rank {rank} of 2 joined" in log
         assert f"data-parallel: rank {rank} of 2 runs 1/2 of each batch's datums" in log
+    assert ("sharded (FSDP2) over 2 ranks" in log) == (sharding == "fsdp")
     checkpoints = [c.step for c in runs[2].checkpoint_records()]
     assert checkpoints == [3, 6]  # written once each
 

@@ -1,7 +1,8 @@
 """The local engine on a machine of several GPUs: an engine made while GPU 1 is current computes
 on GPU 1 alone (its worker threads too), and two ranks over NCCL, one GPU each, take the
 steps one GPU takes on the same batch, within bf16 rounding; their checkpoint resumes on one
-GPU. Skipped with fewer than two GPUs; run on such a machine with
+GPU; and the same with the model's layers sharded over the two GPUs. Skipped with fewer than
+two GPUs; run on such a machine with
 `pytest tests/integration/test_cuda_multi_gpu.py -s` (-s prints the differences).
 tests/perf/bench_multi_gpu.py measures the same on the Qwen3-0.6B shape, and the speed.
 """
@@ -43,8 +44,12 @@ def test_an_engine_made_while_gpu_1_is_current_computes_on_gpu_1(tmp_path: Path)
         torch.cuda.set_device(0)
 
 
-def test_two_gpus_step_as_one_and_their_checkpoint_resumes_on_one(tmp_path: Path) -> None:
-    two = run(tmp_path, 2, list(range(STEPS)), device="cuda")
+@pytest.mark.parametrize("sharding", ["off", "fsdp"])
+def test_two_gpus_step_as_one_and_their_checkpoint_resumes_on_one(
+    tmp_path: Path, sharding: str
+) -> None:
+    """Each GPU holding the whole model, or half of each layer (FSDP2, its layers eager)."""
+    two = run(tmp_path, 2, list(range(STEPS)), device="cuda", sharding=sharding)
     one = run(tmp_path, 1, list(range(STEPS)), device="cuda")
     for got, want in zip(two["seen"], one["seen"], strict=True):
         for key in ("ce", "pair", "grad_norm"):

@@ -47,6 +47,33 @@ def test_two_ranks_step_as_one_process_and_resume_in_one(tmp_path: Path) -> None
     assert difference < 1e-4
 
 
+@pytest.mark.slow
+def test_two_ranks_sharded_step_as_one_process_and_resume_in_one(tmp_path: Path) -> None:
+    """The same steps with the tiny model's layers sharded over the two ranks (FSDP2, forced
+    by THINKER_SHARDING=fsdp): each rank holds half of each layer, gathers the layer for its
+    passes and keeps half of the gradient; the output layer's adapter stays whole."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    two = run(tmp_path, 2, list(range(STEPS)), sharding="fsdp")
+    one = run(tmp_path, 1, list(range(STEPS)))
+    for got, want in zip(two["seen"], one["seen"], strict=True):
+        for key in ("ce", "pair", "margin", "grad_norm"):
+            assert got[key] == pytest.approx(want[key], rel=1e-5), key
+        for lp, ref in zip(got["logprobs"], want["logprobs"], strict=True):
+            torch.testing.assert_close(lp, ref, rtol=1e-5, atol=1e-6)
+    difference = largest_difference(two["adapter"], one["adapter"])
+    print(f"2 sharded ranks vs 1 process: adapter relative difference {difference:.1e}")
+    assert difference < 1e-4
+    # Written whole, once: one process resumes it; and two sharded ranks resume one
+    # process's checkpoint. Either way the next step is the one-process run's third.
+    straight = run(tmp_path, 1, list(range(STEPS + 1)))
+    on_one = run(tmp_path, 1, [STEPS], resume=two["path"])
+    on_two = run(tmp_path, 2, [STEPS], resume=one["path"], sharding="fsdp")
+    for resumed in (on_one, on_two):
+        assert resumed["step"] == straight["step"] == STEPS + 1
+        assert resumed["seen"][0]["ce"] == pytest.approx(straight["seen"][-1]["ce"], rel=1e-5)
+        assert largest_difference(resumed["adapter"], straight["adapter"]) < 1e-4
+
+
 def _sample(rank: int, world: int, port: int, work: str) -> None:
     """Five sampling calls from a snapshot of the policy, made alike on every rank."""
     torch.set_num_threads(1)

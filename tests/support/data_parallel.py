@@ -1,9 +1,11 @@
 """Data-parallel training runs for the tests (test_data_parallel.py on the CPU over gloo,
 test_cuda_multi_gpu.py on GPUs over NCCL): two processes, each a rank holding the whole tiny
-model, or one process, take the same steps on one global batch."""
+model (or, sharded, half of each layer: FSDP2), or one process, take the same steps on one
+global batch."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -13,6 +15,7 @@ from tests.support.net import free_port
 from tinker import types
 
 import thinker
+from thinker.engine.local.sharding import full, like
 
 STEPS = 2
 ADAM = types.AdamParams(learning_rate=1e-2)
@@ -48,12 +51,21 @@ def _pair_loss(data: list[types.Datum], logprobs: list[torch.Tensor]) -> tuple[t
 
 
 def _train(  # noqa: PLR0913
-    rank: int, world: int, port: int, work: str, steps: list[int], resume: str, device: str
+    rank: int,
+    world: int,
+    port: int,
+    work: str,
+    steps: list[int],
+    resume: str,
+    device: str,
+    sharding: str,
 ) -> None:
     """One rank's run: `steps` steps (after loading `resume`, if given); rank 0 saves what it
     saw and the adapter to work/result-<world>-<first step>.pt. On `device` "cuda", rank r
-    trains on GPU r and the ranks join over NCCL (test_cuda_multi_gpu.py)."""
+    trains on GPU r and the ranks join over NCCL (test_cuda_multi_gpu.py). `sharding`: the
+    THINKER_SHARDING setting (engine/local/sharding.py)."""
     torch.set_num_threads(1)
+    os.environ["THINKER_SHARDING"] = sharding
     if device == "cuda":
         torch.cuda.set_device(rank)
     if world > 1:
@@ -73,7 +85,7 @@ def _train(  # noqa: PLR0913
             with torch.no_grad():
                 for name, p in client._model.named_parameters():
                     if "lora_" in name:
-                        p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+                        p.copy_(like(torch.randn(p.shape, generator=gen) * 0.05, p))
         seen = []
         for step in steps:
             data = batch(step)
@@ -90,12 +102,12 @@ def _train(  # noqa: PLR0913
                 }
             )
         path = client.save_state(f"after-{world}-{steps[0]}").result().path
+        adapter = {  # whole on every rank (gathering shards takes every rank)
+            n: full(p.detach()).float().cpu()
+            for n, p in client._model.named_parameters()
+            if p.requires_grad
+        }
         if rank == 0:
-            adapter = {
-                n: p.detach().float().cpu()
-                for n, p in client._model.named_parameters()
-                if p.requires_grad
-            }
             result = {"seen": seen, "adapter": adapter, "path": path, "step": client.step}
             torch.save(result, Path(work) / f"result-{world}-{steps[0]}.pt")
     finally:
@@ -103,8 +115,15 @@ def _train(  # noqa: PLR0913
             dist.destroy_process_group()
 
 
-def run(work: Path, world: int, steps: list[int], resume: str = "", device: str = "cpu") -> dict:
-    args = (world, free_port(), str(work), steps, resume, device)
+def run(  # noqa: PLR0913
+    work: Path,
+    world: int,
+    steps: list[int],
+    resume: str = "",
+    device: str = "cpu",
+    sharding: str = "off",
+) -> dict:
+    args = (world, free_port(), str(work), steps, resume, device, sharding)
     if world == 1:
         _train(0, *args)
     else:

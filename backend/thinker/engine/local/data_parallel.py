@@ -85,6 +85,17 @@ class Group:
         dist.all_reduce(total)
         return float(total.item())
 
+    def max(self, value: int) -> int:
+        return self._reduce(value, dist.ReduceOp.MAX)
+
+    def min(self, value: int) -> int:
+        return self._reduce(value, dist.ReduceOp.MIN)
+
+    def _reduce(self, value: int, op: dist.ReduceOp.RedOpType) -> int:
+        found = torch.tensor([value], dtype=torch.int64, device=self.device)
+        dist.all_reduce(found, op=op)
+        return int(found.item())
+
     def sum_gradients(self, params: Sequence[torch.nn.Parameter]) -> None:
         """Each parameter's gradient summed over the ranks (a rank with no datums adds 0),
         in one all-reduce of one flat buffer."""

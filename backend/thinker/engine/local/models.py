@@ -3,7 +3,8 @@
 Besides any hub id or local directory, a few built-in models need no files at all:
 `thinker/tiny` (a 2-layer Llama-style model with a byte-level tokenizer, initialised from a
 fixed seed, for tests and the offline default) and random-initialised models of real shapes
-(`thinker/random-qwen3-0.6b`, `thinker/random-llama3.1-8b`) for GPU benchmarks.
+(`thinker/random-qwen3-0.6b`, `thinker/random-llama3.1-8b`, `thinker/random-llama3.1-70b`)
+for GPU benchmarks (the 70B shape, 141 GB in bf16, trains sharded over several GPUs).
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from types import FunctionType, MethodType
 from typing import Any, Literal
 
 import torch
+from accelerate import init_empty_weights
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
     ByT5Tokenizer,
@@ -123,10 +126,30 @@ def _llama31_8b_config() -> PretrainedConfig:
     )
 
 
+def _llama31_70b_config() -> PretrainedConfig:
+    # rope_theta: as in _qwen3_06b_config.
+    return LlamaConfig(  # type: ignore[call-arg]
+        vocab_size=128256,
+        hidden_size=8192,
+        intermediate_size=28672,
+        num_hidden_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        max_position_embeddings=131072,
+        rms_norm_eps=1e-5,
+        rope_theta=500_000,
+        tie_word_embeddings=False,
+        eos_token_id=128009,
+        pad_token_id=128004,
+        bos_token_id=128000,
+    )
+
+
 BUILTIN_CONFIGS: dict[str, Callable[[], PretrainedConfig]] = {
     "thinker/tiny": _tiny_config,
     "thinker/random-qwen3-0.6b": _qwen3_06b_config,
     "thinker/random-llama3.1-8b": _llama31_8b_config,
+    "thinker/random-llama3.1-70b": _llama31_70b_config,
 }
 
 
@@ -185,16 +208,43 @@ def load_base_model(base_model: str, placement: Placement) -> PreTrainedModel:
         model = _build_builtin(base_model, placement)
     else:
         model = _from_pretrained(base_model, placement)
-    flat_rows = fast.enabled("PACKING", placement.device) and attention.use_varlen(model)
+    return prepare(model, placement)
+
+
+def prepare(model: PreTrainedModel, placement: Placement, compile: bool = True) -> PreTrainedModel:
+    """The fast path's changes for `placement` (attention, fused kernels, compiled layers
+    unless `compile` is off), eval mode, every weight frozen; the weights may still be on the
+    meta device (sharding.py fills them in later)."""
+    device = placement.device
+    flat_rows = fast.enabled("PACKING", device) and attention.use_varlen(model)
     if not flat_rows and attention.eligible(model):
         attention.install(model)  # for the shared-prompt decode's hook (prefix.py)
-    if fast.enabled("FUSED_KERNELS", placement.device):
+    if fast.enabled("FUSED_KERNELS", device):
         _apply_fused_kernels(model)
-    if fast.enabled("COMPILE", placement.device) and placement.quantization is None:
+    if compile and fast.enabled("COMPILE", device) and placement.quantization is None:
         compile_layers(model)
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
+    return model
+
+
+def skeleton(base_model: str, dtype: torch.dtype) -> PreTrainedModel:
+    """The base model's modules with every weight on the meta device (no memory, no values),
+    its buffers (computed from the config, such as the rotary embedding's frequencies) on the
+    host: its shape, for sizing it and for a sharded model to fill in (sharding.py)."""
+    if base_model.startswith(BUILTIN_PREFIX):
+        _check_builtin(base_model)
+        config = BUILTIN_CONFIGS[base_model]()
+    else:
+        try:
+            config = AutoConfig.from_pretrained(base_model, trust_remote_code=trust_remote_code())
+        except OSError as e:
+            raise BackendError(f"cannot load the config of {base_model!r}: {e}") from e
+    with init_empty_weights(include_buffers=False):
+        model: PreTrainedModel = AutoModelForCausalLM.from_config(
+            config, dtype=dtype, trust_remote_code=trust_remote_code()
+        )
     return model
 
 
@@ -432,13 +482,18 @@ def lora_target_modules(
 
 
 def attach_lora(
-    model: PreTrainedModel, rank: int, seed: int | None, targets: list[str]
+    model: PreTrainedModel,
+    rank: int,
+    seed: int | None,
+    targets: list[str],
+    device: torch.device | None = None,
 ) -> PeftModel:
-    """Wrap `model` with a fresh LoRA adapter (B = 0, so it starts equal to the base model)."""
+    """Wrap `model` with a fresh LoRA adapter (B = 0, so it starts equal to the base model).
+    `device`: where the model will train, if its weights are not there yet (the meta device)."""
     with _seeded(seed):
         # PEFT keeps adapter weights in fp32 even on a bf16 base (autocast_adapter_dtype).
         peft_model = get_peft_model(model, _lora_config(rank, targets))
-    if model.dtype == torch.bfloat16 and fast.enabled("BF16_LORA", model.device):
+    if model.dtype == torch.bfloat16 and fast.enabled("BF16_LORA", device or model.device):
         _adapter_in_bf16(peft_model)
     return peft_model
 

@@ -19,7 +19,7 @@ from transformers import PreTrainedModel
 
 from thinker.engine import protocols
 from thinker.engine.futures import EngineFuture, FairExecutor, Lane
-from thinker.engine.local import checkpoints
+from thinker.engine.local import checkpoints, data_parallel, sharding
 from thinker.engine.local.hub import capabilities
 from thinker.engine.local.models import (
     Placement,
@@ -172,7 +172,18 @@ class LocalServiceClient:
         return client
 
     def _new_base(self, spec: LoraSpec, name: str) -> SharedBase:
-        """The base model loaded, with `spec`'s adapter as "default", for clients to share."""
+        """The base model loaded, with `spec`'s adapter as "default", for clients to share;
+        sharded over the ranks of a data-parallel run when it is too large for one device."""
+        group = data_parallel.Group.current()
+        why = sharding.decide(spec.base_model, self.placement, group)
+        if group is not None and why is not None:
+            flags = (spec.train_attn, spec.train_mlp, spec.train_unembed)
+            model = sharding.load(
+                spec.base_model, self.placement, group, spec.rank, spec.seed, flags, why
+            )
+            shared = SharedBase(model, name, self.placement.device)
+            self._bases[spec.base_model] = shared
+            return shared
         base = load_base_model(spec.base_model, self.placement)
         if self.placement.device.type == "cpu":
             apply_threads(base)
@@ -306,6 +317,12 @@ class SharedBase:
         calls), for training (refused when the device has no room for it and its optimizer
         state); or, given the `state` of a saved adapter (from `source`), that adapter to
         sample (refused when the device has no room for its weights)."""
+        if sharding.is_sharded(self.model):
+            raise ConfigError(
+                "this base model is sharded over the GPUs of a data-parallel run (FSDP2) and "
+                "holds one adapter, the job's: a second adapter or a sampler of another is not "
+                "supported on a sharded model"
+            )
         lane = self.executor.lane()
         try:
             lane.submit(self._add, adapter, spec, state, source).result()

@@ -8,6 +8,7 @@ thread in submission order. Gradients accumulate across `forward_backward` calls
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import tempfile
 import time
@@ -29,7 +30,15 @@ from torch import Tensor
 from transformers import PreTrainedTokenizerBase
 
 from thinker.engine.futures import ClientFuture, EngineFuture, OrderedExecutor, Serial
-from thinker.engine.local import checkpoints, data_parallel, decode, fast, memory, prefix
+from thinker.engine.local import (
+    checkpoints,
+    data_parallel,
+    decode,
+    fast,
+    memory,
+    prefix,
+    sharding,
+)
 from thinker.engine.local.checkpoints import CheckpointPath
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
 from thinker.engine.local.models import (
@@ -84,9 +93,14 @@ class LocalTrainingClient:
         self._storage_dir = storage_dir
         self.adapter = adapter
         self._params = adapter_parameters(model, adapter)
-        # The fused (single-kernel) AdamW on CUDA: one launch for all adapter tensors.
-        fused = placement.device.type == "cuda"
-        self._optimizer = torch.optim.AdamW(self._params, lr=0.0, fused=fused)
+        # Layers sharded over the ranks (sharding.py): their adapter tensors are DTensors.
+        self._sharded = sharding.is_sharded(model)
+        # The fused (single-kernel) AdamW on CUDA: one launch for all adapter tensors. Its
+        # kernels (and the foreach ones) take one kind of tensor a call, so a sharded model's
+        # adapter, DTensors and whole tensors, steps tensor by tensor.
+        fused = placement.device.type == "cuda" and not self._sharded
+        foreach = False if self._sharded else None
+        self._optimizer = torch.optim.AdamW(self._params, lr=0.0, fused=fused, foreach=foreach)
         self._step = 0
         self._version = 0  # bumped whenever the adapter weights change
         self._executor: Serial = executor or OrderedExecutor(
@@ -104,7 +118,8 @@ class LocalTrainingClient:
         self._group = data_parallel.Group.current()
         self._sharing: data_parallel.SampleSharing | None = None
         if self._group is not None:
-            self._group.broadcast(self._params)
+            if not self._sharded:  # a sharded model's adapter came from rank 0 already
+                self._group.broadcast(self._params)
             self._sharing = data_parallel.SampleSharing(self._group)
             rank, world = self._group.rank, self._group.world
             print(
@@ -248,6 +263,7 @@ class LocalTrainingClient:
         if kind not in ("snapshot", "inflight"):
             raise ConfigError(f"kind must be 'snapshot' or 'inflight', got {kind!r}")
         live = kind == "inflight"
+        self._refuse_sampling_if_sharded()
         if name is None:
             return _as_client(self._executor.submit(lambda: self._snapshot_client(None, live)))
         checkpoints.check_name(name)
@@ -261,6 +277,7 @@ class LocalTrainingClient:
     ) -> ClientFuture[LocalSamplingClient]:
         """A sampler of saved sampler weights of this client's shape, on this client's model
         (no second copy of the base weights); the future also serves as the sampler."""
+        self._refuse_sampling_if_sharded()
         directory = checkpoints.resolve(model_path, self._storage_dir)
         checkpoints.verify(directory)
         meta = checkpoints.read_meta(directory)
@@ -297,6 +314,7 @@ class LocalTrainingClient:
         self, model_path: str | None, adapter: dict[str, Tensor] | None
     ) -> LocalSamplingClient:
         """A sampler on this client's model: `adapter` weights swapped in, or None for the base."""
+        self._refuse_sampling_if_sharded()
         shared = SharedWeights(
             self._model, self._executor, adapter, adapter_name=self.adapter, owner=self
         )
@@ -308,6 +326,16 @@ class LocalTrainingClient:
             self._placement.device,
             shared,
         )
+
+    def _refuse_sampling_if_sharded(self) -> None:
+        if self._sharded:
+            world = self._group.world if self._group is not None else 1
+            raise ConfigError(
+                f"sampling and scoring need the whole model on each GPU, and this one is "
+                f"sharded over {world} GPUs (FSDP2, sharding.py): a sharded job trains with SL "
+                "or a custom loss only; RL and DPO need a model that fits one GPU (or "
+                "THINKER_SHARDING=off where it does)"
+            )
 
     def load_state(
         self, path: str, weights_access_token: str | None = None
@@ -446,7 +474,11 @@ class LocalTrainingClient:
 
     def _estimate(self) -> memory.Estimate:
         if self._memory_estimate is None:  # the model's walk, once; free memory each call
-            self._memory_estimate = memory.estimate(self._model, self._placement)
+            known = memory.estimate(self._model, self._placement)
+            if self._sharded:  # the gathered layers, beside the shards
+                fixed = known.fixed + sharding.sharded_layer_bytes(self._model)
+                known = dataclasses.replace(known, fixed=fixed)
+            self._memory_estimate = known
         return self._memory_estimate
 
     @property
@@ -503,6 +535,8 @@ class LocalTrainingClient:
         the gradients go back to what they were before the call, the budget halves (more
         passes, more layers checkpointed) and the call runs again; at most OOM_RETRIES times,
         then an error that says what to change."""
+        if self._sharded:
+            return self._loss_sharded(data, loss_fn, config, backward)
         if not data:  # a rank with no share of a small batch
             return [], 0.0
         # The gradients of earlier calls (accumulating to one step), to go back to; a
@@ -534,6 +568,26 @@ class LocalTrainingClient:
             "4bit, or free the device's memory (another process may hold it)"
         )
 
+    def _loss_sharded(
+        self,
+        data: list[types.Datum],
+        loss_fn: str,
+        config: Mapping[str, float] | None,
+        backward: bool,
+    ) -> tuple[list[Tensor], float]:
+        """`_loss_here` on a sharded model: every rank is inside the same gathers, so none can
+        run a call again alone after running out of memory; the call fails, saying what to
+        change."""
+        try:
+            return self._loss_in_passes(data, loss_fn, config, backward)
+        except torch.OutOfMemoryError as e:
+            failed = str(e).splitlines()[0]
+        raise BackendError(
+            f"out of memory on {self._placement.device} in a pass of a sharded model "
+            f"({failed}): lower max_length (the longest sequence here is "
+            f"{self._longest(data):,} tokens) or micro_batch_size, or train on more GPUs"
+        )
+
     def _loss_in_passes(
         self,
         data: list[types.Datum],
@@ -560,7 +614,14 @@ class LocalTrainingClient:
         with torch.set_grad_enabled(graph):
             self._model.train(graph)
             passes = self._passes(data, graph)
+            if self._sharded and self._group is not None:  # as many passes on every rank
+                passes += [(0, 0)] * (self._group.max(len(passes)) - len(passes))
             for start, end in passes:
+                if start == end:  # a sharded rank out of datums
+                    idle = self._idle_logprobs()
+                    if backward:
+                        (idle.sum() * 0).backward()
+                    continue
                 self._mark_roomy(data[start:end])
                 # Tiled MLPs run eagerly: compiled layers would trace their checkpointed
                 # chunks into one graph, whose memory Inductor plans instead.
@@ -585,12 +646,33 @@ class LocalTrainingClient:
         if not with_graph:
             return [(0, len(data))]
         lengths = [d.model_input.length for d in data]
+        if self._sharded and self._group is not None:
+            # One plan on every rank: the same checkpointing, from the same longest sequence
+            # and the least free memory.
+            group, device = self._group, self._placement.device
+            longest, free = group.max(max(lengths, default=0)), memory.free_memory(device)
+            budget = memory.budget_of(
+                self._estimate(), self._placement, free_bytes=group.min(free),
+                longest=longest, scale=self._memory_scale,
+            )  # fmt: skip
+            self._use_checkpointing(budget.checkpointing, budget.explanation)
+            self._budget_tokens = budget.tokens
+            return token_ranges(lengths, budget.tokens) if lengths else []
         budget = self.memory_budget(max(lengths))
         if budget.longest_fits is not None and max(lengths) > budget.longest_fits:
             raise BackendError(f"a sequence does not fit in memory: {budget.explanation}")
         self._use_checkpointing(budget.checkpointing, budget.explanation)
         self._budget_tokens = budget.tokens
         return token_ranges(lengths, budget.tokens)
+
+    def _idle_logprobs(self) -> Tensor:
+        """A pass for a sharded rank without datums: one token through every layer, so that
+        the rank joins the others' gathers (and, its loss times zero, their
+        reduce-scatters)."""
+        device = self._placement.device
+        target = torch.zeros(1, dtype=torch.long)
+        pack = fast.enabled("PACKING", device)
+        return target_logprobs(self._model, [[0]], [target], device, pack=pack)[0]
 
     def _mark_roomy(self, data: Sequence[types.Datum]) -> None:
         """Tell the compiled layers whether this pass may use the C++ wrapper (models.py's
@@ -640,40 +722,54 @@ class LocalTrainingClient:
         group = self._group
         mine = list(range(len(data))) if group is None else group.share(range(len(data)))
         logprobs = self._logprobs([data[i] for i in mine]) if mine else []
+        # A sharded rank without datums still joins the gathers and reduce-scatters.
+        idle = self._idle_logprobs() if self._sharded and not mine else None
         every = logprobs if group is None else group.gather(logprobs, len(data))
         leaves = [lp.detach().float().cpu().requires_grad_(True) for lp in every]
         loss, metrics = loss_fn(data, leaves)
         loss.backward()
         grads = [leaves[i].grad for i in mine]
-        torch.autograd.backward(
-            logprobs,
-            [
-                g.to(lp.device, lp.dtype) if g is not None else torch.zeros_like(lp)
-                for g, lp in zip(grads, logprobs, strict=True)
-            ],
-        )
+        if logprobs:
+            torch.autograd.backward(
+                logprobs,
+                [
+                    g.to(lp.device, lp.dtype) if g is not None else torch.zeros_like(lp)
+                    for g, lp in zip(grads, logprobs, strict=True)
+                ],
+            )
+        if idle is not None:
+            (idle.sum() * 0).backward()
         return _output(every, {**metrics, "loss:sum": float(loss.detach().sum())})
 
     def _run_optim_step(self, params: types.AdamParams) -> types.OptimStepResponse:
-        for group in self._optimizer.param_groups:
-            group.update(
+        for param_group in self._optimizer.param_groups:
+            param_group.update(
                 lr=params.learning_rate,
                 betas=(params.beta1, params.beta2),
                 eps=params.eps,
                 weight_decay=params.weight_decay,
             )
-        if self._group is not None:  # the batch's gradient: every rank's share summed
-            self._group.sum_gradients(self._params)
+        group = self._group
         max_norm = params.grad_clip_norm if params.grad_clip_norm > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
+        if group is not None and self._sharded:  # shards: reduce-scattered in the backward
+            sharding.finish_gradients(self._params, group)
+            grad_norm = sharding.clip_gradients(self._params, max_norm, group)
+        else:
+            if group is not None:  # the batch's gradient: every rank's share summed
+                group.sum_gradients(self._params)
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self._params, max_norm))
         self._optimizer.step()
         self._optimizer.zero_grad(set_to_none=True)
         self._step += 1
         self._version += 1
         # The adapter's norm after the step: a step that sent a weight to inf or NaN shows
         # here at once (the loss shows it only at the next step, and a sampler not at all).
-        param_norm = torch.nn.utils.get_total_norm([p.detach() for p in self._params])
-        metrics = {"grad_norm": float(grad_norm), "param_norm": float(param_norm)}
+        weights = [p.detach() for p in self._params]
+        if group is not None and self._sharded:
+            param_norm = float(sharding.total_norm(weights, group))
+        else:
+            param_norm = float(torch.nn.utils.get_total_norm(weights))
+        metrics = {"grad_norm": grad_norm, "param_norm": param_norm}
         return types.OptimStepResponse(metrics={**metrics, "learning_rate": params.learning_rate})
 
     def _save(
@@ -695,11 +791,18 @@ class LocalTrainingClient:
         }
         if user_metadata:
             meta["user_metadata"] = dict(user_metadata)
+        # A sharded adapter and its moments, whole, gathered by every rank for rank 0 to write.
+        adapter = self._whole_adapter()
+        optimizer = None
+        if kind == "weights":
+            optimizer = self._optimizer.state_dict()
+            if self._sharded:
+                optimizer = sharding.full_optimizer_state(optimizer)
 
         def write(tmp: Path) -> None:
-            save_adapter(self._model, self.adapter, tmp)
-            if kind == "weights":
-                torch.save(self._optimizer.state_dict(), tmp / OPTIMIZER_FILE)
+            save_adapter(self._model, self.adapter, tmp, adapter)
+            if optimizer is not None:
+                torch.save(optimizer, tmp / OPTIMIZER_FILE)
 
         with self._rank_zero_writes() as writes:
             if writes:
@@ -732,9 +835,11 @@ class LocalTrainingClient:
             **asdict(self.spec),
         }
 
+        adapter = self._whole_adapter()
+
         def write(tmp: Path) -> None:
             with tempfile.TemporaryDirectory() as adapter_dir:
-                save_adapter(self._model, self.adapter, Path(adapter_dir))
+                save_adapter(self._model, self.adapter, Path(adapter_dir), adapter)
                 base = load_base_model(
                     self.spec.base_model, Placement(torch.device("cpu"), torch.float32)
                 )
@@ -749,6 +854,17 @@ class LocalTrainingClient:
                 )
         return str(path)
 
+    def _whole_adapter(self) -> dict[str, Tensor] | None:
+        """A sharded model's adapter tensors, whole (a collective: every rank calls it), by
+        their names in the model's state dict; None when the model is not sharded."""
+        if not self._sharded:
+            return None
+        return {
+            name: sharding.full(p.detach()).cpu()
+            for name, p in self._model.named_parameters()
+            if f".{self.adapter}." in name
+        }
+
     def _adapter_snapshot(self) -> dict[str, Tensor]:
         return {
             k: v.detach().clone()
@@ -762,6 +878,13 @@ class LocalTrainingClient:
         checkpoints.verify(directory)
         meta = checkpoints.read_meta(directory)
         state = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
+        if self._sharded:  # each tensor sharded as its parameter is
+            params = {
+                name.replace(f".{self.adapter}.", "."): p
+                for name, p in self._model.named_parameters()
+                if f".{self.adapter}." in name
+            }
+            state = {k: sharding.like(v, params[k]) if k in params else v for k, v in state.items()}
         result = set_peft_model_state_dict(self._model, state, adapter_name=self.adapter)
         self._version += 1
         unexpected: list[str] = getattr(result, "unexpected_keys", None) or []
@@ -775,6 +898,8 @@ class LocalTrainingClient:
             optim_state = torch.load(
                 directory / OPTIMIZER_FILE, map_location=self._placement.device
             )
+            if self._sharded:
+                optim_state = sharding.shard_optimizer_state(optim_state, self._params)
             self._optimizer.load_state_dict(optim_state)
             self._step = int(meta["step"])
         return types.LoadWeightsResponse(path=path)
@@ -791,11 +916,16 @@ def adapter_parameters(model: PeftModel, adapter: str) -> list[torch.nn.Paramete
     return params
 
 
-def save_adapter(model: PeftModel, adapter: str, directory: Path) -> None:
+def save_adapter(
+    model: PeftModel, adapter: str, directory: Path, tensors: dict[str, Tensor] | None = None
+) -> None:
     """`adapter` alone in PEFT's format (adapter_config.json, adapter_model.safetensors) in
     `directory`, whatever its name (PEFT writes an adapter not named "default" to a folder of
-    its name)."""
-    model.save_pretrained(str(directory), selected_adapters=[adapter], save_embedding_layers=False)
+    its name); `tensors`: its weights by state-dict name, when the model's own are shards."""
+    extra: dict[str, Any] = {} if tensors is None else {"state_dict": tensors}
+    model.save_pretrained(
+        str(directory), selected_adapters=[adapter], save_embedding_layers=False, **extra
+    )
     if adapter != "default":
         for file in (directory / adapter).iterdir():
             file.rename(directory / file.name)

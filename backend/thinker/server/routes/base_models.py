@@ -34,6 +34,9 @@ BUILTIN_DETAIL = {
     "thinker/tiny": "random weights, byte tokenizer: learns toy tasks in a minute on a CPU",
     "thinker/random-qwen3-0.6b": "Qwen3-0.6B's shape, random weights: for GPU benchmarks",
     "thinker/random-llama3.1-8b": "Llama-3.1-8B's shape, random weights: for GPU benchmarks",
+    "thinker/random-llama3.1-70b": (
+        "Llama-3.1-70B's shape, random weights: for benchmarks sharded over several GPUs"
+    ),
 }
 
 
