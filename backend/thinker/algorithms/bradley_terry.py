@@ -41,19 +41,12 @@ from tinker import types
 from torch import Tensor
 
 from thinker.algorithms.common import (
-    InFlight,
     RunResult,
     Step,
-    adam_params,
-    epoch_batch,
-    is_due,
-    log_plan,
+    SupervisedLoop,
     log_step,
-    plan_batch,
     prepare_run,
-    save_checkpoint,
     start_or_resume,
-    submit_step,
 )
 from thinker.algorithms.reward_model import (
     EMPTY_LOG_ODDS,
@@ -227,37 +220,12 @@ async def train_bradley_terry(
     train_pairs, eval_pairs = datasets(config)
     train_data = [_pair_scores(renderer, pair, config.max_length) for pair in train_pairs]
     lengths = [4 * max(d.model_input.length for d in item) for item in train_data]  # padded
-    plan = plan_batch(
-        client,
-        lengths,
-        config.batch_size,
-        config.micro_batch_size,
-        "pairs",
-        resumed_micro_batch_size=start.micro_batch_size,
+    loop = SupervisedLoop.planned(config, run, start, logger, train_data, lengths, "pairs")
+    return await loop.run(  # no loss_units: the loss is a mean over pairs
+        partial(_forward_backward, client),
+        partial(_finish, logger=logger, config=config),
+        partial(_evaluate, client, renderer, eval_pairs, config),
     )
-    steps_per_epoch = max(1, len(train_data) // plan.batch_size)
-    total_steps = config.max_steps or config.num_epochs * steps_per_epoch
-    log_plan(logger, plan, total_steps, start.step)
-    if start.step == 0 and eval_pairs:  # the starting point, for comparison
-        logger.log_metrics(await _evaluate(client, renderer, eval_pairs, config), step=0)
-
-    # Loop: submit step s, then finish step s-1 (one step in flight).
-    steps: InFlight[PairScores] = InFlight(partial(_finish, logger=logger, config=config))
-    result = start.result
-    for number in range(start.step, total_steps):
-        batch = epoch_batch(train_data, number, steps_per_epoch, plan.batch_size, config.seed)
-        adam = adam_params(config, number, total_steps)  # the loss is a mean over pairs
-        bt_pass = partial(_forward_backward, client, of_pairs=len(batch))
-        await steps.submit(submit_step(client, plan, batch, number, adam, bt_pass))
-        done = number + 1
-        if is_due(done, config.eval_every, total_steps):
-            await steps.settle(await _evaluate(client, renderer, eval_pairs, config))
-        if is_due(done, config.save_every, total_steps):
-            await steps.settle()
-            result = await save_checkpoint(
-                client, run, done, logger, micro_batch_size=plan.micro_batch_size
-            )
-    return result.finished(total_steps, await steps.settle())
 
 
 def _pair_scores(renderer: Renderer, pair: PreferencePair, max_length: int) -> PairScores:
@@ -271,11 +239,11 @@ def _pair_scores(renderer: Renderer, pair: PreferencePair, max_length: int) -> P
 
 
 def _forward_backward(
-    client: TrainingClient, items: list[PairScores], of_pairs: int
+    client: TrainingClient, items: list[PairScores], share: float
 ) -> APIFuture[types.ForwardBackwardOutput]:
-    """Submit one pass: the loss of `items`, weighted by their share of the step's pairs."""
+    """Submit one pass: the loss of `items`, weighted by their `share` of the step's pairs."""
     data = [d for item in items for d in item]
-    return client.forward_backward_custom(data, bradley_terry_loss(len(items) / of_pairs))
+    return client.forward_backward_custom(data, bradley_terry_loss(share))
 
 
 METRICS = ("rm_train_nll", "rm_train_accuracy")

@@ -1,8 +1,9 @@
 """What every training loop shares: run-directory set-up, start or resume, the batch plan,
 the steps kept in flight, schedule, checkpoints.
 
-The loops themselves (sl.py, dpo.py, reward_model.py, rl.py) stay flat and read top to
-bottom; they call these few helpers for the parts that must behave identically in all of them.
+The loops themselves (sl.py, dpo.py, reward_model.py, bradley_terry.py, rl.py) read top to
+bottom; they call these few helpers for the parts that must behave identically in all of them,
+and the four supervised ones share one loop, `SupervisedLoop`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from typing import Any, Generic, TypeVar
 import yaml
 from tinker import types
 
+from thinker.algorithms.dpo_config import DPOConfig
 from thinker.algorithms.loop_config import LoopConfig
+from thinker.algorithms.reward_model_config import RewardModelConfig
+from thinker.algorithms.sl_config import SLConfig
 from thinker.engine import ServiceClient
 from thinker.engine.protocols import APIFuture, MemoryBudget, TrainingClient
 from thinker.errors import DivergedError
@@ -27,6 +31,9 @@ from thinker.files import records_here
 from thinker.runs import CheckpointRecord, MetricsLogger, RunDir, RunLogger
 
 T = TypeVar("T")
+# The configs of the supervised loops: LoopConfig's fields, and batch_size, micro_batch_size,
+# num_epochs and max_steps (None: num_epochs epochs).
+SupervisedConfig = SLConfig | DPOConfig | RewardModelConfig
 
 
 @dataclass
@@ -241,16 +248,21 @@ def submit_step(
     batch: list[T],
     number: int,
     adam: types.AdamParams,
-    forward_backward: Callable[[list[T]], APIFuture[types.ForwardBackwardOutput]],
+    forward_backward: SubmitPass[T],
 ) -> Step[T]:
-    """Submit step `number`: `forward_backward` of each pass of `batch`, then the optimizer
-    step. Nothing is awaited: the engine runs a client's calls in submission order."""
-    passes = [(forward_backward(part), part) for part in plan.passes(batch)]
+    """Submit step `number`: `forward_backward` of each pass of `batch` with the pass's share
+    of it, then the optimizer step. Nothing is awaited: the engine runs a client's calls in
+    submission order."""
+    passes = [(forward_backward(part, len(part) / len(batch)), part) for part in plan.passes(batch)]
     optim = client.optim_step(adam)
     return Step(number, batch, passes, optim, adam.learning_rate, adam.grad_clip_norm)
 
 
+# Submits one pass of a step: its examples, and their share of the step's (a loss that is a
+# mean over the step weighs each pass by it; a sum over tokens adds up without it).
+SubmitPass = Callable[[list[T], float], APIFuture[types.ForwardBackwardOutput]]
 FinishStep = Callable[[Step[T], dict[str, float]], Awaitable[dict[str, float]]]
+Evaluate = Callable[[], Awaitable[dict[str, float]]]  # held-out metrics of the current weights
 
 
 class StartupClock:
@@ -384,6 +396,105 @@ async def log_step(
     logger.log_metrics(metrics, step=step.number + 1)
     stop_if_diverged(metrics, step.number + 1, loss_key, config)
     return metrics
+
+
+@dataclass(frozen=True)
+class SupervisedLoop(Generic[T]):
+    """The loop of SL, DPO and both reward heads: `data` in a fixed shuffle per epoch,
+    `plan.batch_size` examples a step in `plan`'s passes, one step in flight, for
+    `total_steps` steps. `planned` plans it and logs the plan; `run` trains the steps left.
+
+    What differs between them is `run`'s arguments: the pass each step submits, how a step's
+    metrics are read, the held-out evaluation. SL needs the plan's total steps to choose its
+    held-out examples, hence two calls rather than one.
+    """
+
+    config: SupervisedConfig
+    run_dir: RunDir
+    logger: MetricsLogger
+    start: Start
+    data: Sequence[T]
+    plan: BatchPlan
+    steps_per_epoch: int
+    total_steps: int
+
+    @classmethod
+    def planned(
+        cls,
+        config: SupervisedConfig,
+        run_dir: RunDir,
+        start: Start,
+        logger: MetricsLogger,
+        data: Sequence[T],
+        lengths: Sequence[int],
+        unit: str = "examples",
+    ) -> SupervisedLoop[T]:
+        """Plan the batches of `data` (`lengths`: see `plan_batch`), count the steps (the
+        config's max_steps, else num_epochs epochs) and log the plan."""
+        plan = plan_batch(
+            start.client,
+            lengths,
+            config.batch_size,
+            config.micro_batch_size,
+            unit,
+            resumed_micro_batch_size=start.micro_batch_size,
+        )
+        steps_per_epoch = max(1, len(data) // plan.batch_size)
+        total_steps = config.max_steps or config.num_epochs * steps_per_epoch
+        log_plan(logger, plan, total_steps, start.step)
+        return cls(config, run_dir, logger, start, data, plan, steps_per_epoch, total_steps)
+
+    async def run(
+        self,
+        forward_backward: SubmitPass[T],
+        finish: FinishStep[T],
+        evaluate: Evaluate,
+        *,
+        evaluate_at_start: bool = True,
+        loss_units: Callable[[list[T]], float] | None = None,
+        reference_path: str | None = None,
+        startup: StartupClock | None = None,
+    ) -> RunResult:
+        """Train from the start's step to the last, and return the last checkpoint's result.
+
+        Args:
+            forward_backward: Submits one pass of a step (see `SubmitPass`).
+            finish: Reads a step's outputs and logs its metrics (see `InFlight`).
+            evaluate: The held-out metrics, logged with the step after which they are
+                measured, every `eval_every` steps and at the end.
+            evaluate_at_start: A fresh run also logs them as step 0 (when there are any).
+            loss_units: The terms a step's loss sums (see `adam_params`); None = 1.
+            reference_path: What each checkpoint records as the run's reference (DPO).
+            startup: The run's clock: the first finished step logs the startup phases.
+        """
+        client, config, plan, total = self.start.client, self.config, self.plan, self.total_steps
+        if evaluate_at_start and self.start.step == 0 and (evals := await evaluate()):
+            self.logger.log_metrics(evals, step=0)  # the starting point, for comparison
+
+        # Submit step s, then finish step s-1 (one step in flight).
+        steps: InFlight[T] = InFlight(finish, startup, self.logger)
+        result = self.start.result
+        for number in range(self.start.step, total):
+            batch = epoch_batch(
+                self.data, number, self.steps_per_epoch, plan.batch_size, config.seed
+            )
+            units = loss_units(batch) if loss_units is not None else 1.0
+            adam = adam_params(config, number, total, units)
+            await steps.submit(submit_step(client, plan, batch, number, adam, forward_backward))
+            done = number + 1
+            if is_due(done, config.eval_every, total):
+                await steps.settle(await evaluate())
+            if is_due(done, config.save_every, total):
+                await steps.settle()
+                result = await save_checkpoint(
+                    client,
+                    self.run_dir,
+                    done,
+                    self.logger,
+                    micro_batch_size=plan.micro_batch_size,
+                    reference_path=reference_path,
+                )
+        return result.finished(total, await steps.settle())
 
 
 def optimizer_metrics(output: types.OptimStepResponse, clip: float) -> dict[str, float]:

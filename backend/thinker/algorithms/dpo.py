@@ -39,20 +39,13 @@ from torch import Tensor
 
 from thinker.algorithms.common import (
     BatchPlan,
-    InFlight,
     RunResult,
     Step,
-    adam_params,
-    epoch_batch,
-    is_due,
-    log_plan,
+    SupervisedLoop,
     log_step,
     pair_tokens,
-    plan_batch,
     prepare_run,
-    save_checkpoint,
     start_or_resume,
-    submit_step,
 )
 from thinker.algorithms.dpo_config import DPOConfig
 from thinker.data import split_train_eval
@@ -160,42 +153,13 @@ async def main(
         config, client.get_tokenizer(), reference, reference_path or config.base_model, run
     )
     lengths = [pair_tokens(pair.chosen, pair.rejected) for pair in train_pairs]
-    plan = plan_batch(
-        client,
-        lengths,
-        config.batch_size,
-        config.micro_batch_size,
-        "pairs",
-        resumed_micro_batch_size=start.micro_batch_size,
+    loop = SupervisedLoop.planned(config, run, start, logger, train_pairs, lengths, "pairs")
+    return await loop.run(
+        partial(_forward_backward, client, beta=config.beta),
+        partial(_finish, logger=logger, config=config),
+        partial(_evaluate, client, eval_pairs, config, loop.plan),
+        reference_path=reference_path,
     )
-    steps_per_epoch = max(1, len(train_pairs) // plan.batch_size)
-    total_steps = config.max_steps or config.num_epochs * steps_per_epoch
-    log_plan(logger, plan, total_steps, start.step)
-    if start.step == 0 and eval_pairs:  # the starting point, for comparison
-        logger.log_metrics(await _evaluate(client, eval_pairs, config, plan), step=0)
-
-    # Loop: submit step s, then finish step s-1 (one step in flight).
-    steps: InFlight[ScoredPair] = InFlight(partial(_finish, logger=logger, config=config))
-    result = start.result
-    for number in range(start.step, total_steps):
-        pairs = epoch_batch(train_pairs, number, steps_per_epoch, plan.batch_size, config.seed)
-        adam = adam_params(config, number, total_steps)
-        dpo_pass = partial(_forward_backward, client, beta=config.beta, of_pairs=len(pairs))
-        await steps.submit(submit_step(client, plan, pairs, number, adam, dpo_pass))
-        done = number + 1
-        if is_due(done, config.eval_every, total_steps):
-            await steps.settle(await _evaluate(client, eval_pairs, config, plan))
-        if is_due(done, config.save_every, total_steps):
-            await steps.settle()
-            result = await save_checkpoint(
-                client,
-                run,
-                done,
-                logger,
-                reference_path=reference_path,
-                micro_batch_size=plan.micro_batch_size,
-            )
-    return result.finished(total_steps, await steps.settle())
 
 
 async def _reference_path(config: DPOConfig, client: TrainingClient, resumed: bool) -> str | None:
@@ -355,11 +319,10 @@ def _interleave(pairs: list[ScoredPair]) -> list[types.Datum]:
 
 
 def _forward_backward(
-    client: TrainingClient, pairs: list[ScoredPair], beta: float, of_pairs: int
+    client: TrainingClient, pairs: list[ScoredPair], share: float, beta: float
 ) -> APIFuture[types.ForwardBackwardOutput]:
-    """Submit one pass: the DPO loss of `pairs`, weighted by their share of the step's
-    `of_pairs` pairs."""
-    loss_fn = dpo_custom_loss(*_references_P(pairs), beta, len(pairs) / of_pairs)
+    """Submit one pass: the DPO loss of `pairs`, weighted by their `share` of the step's."""
+    loss_fn = dpo_custom_loss(*_references_P(pairs), beta, share)
     return client.forward_backward_custom(_interleave(pairs), loss_fn)
 
 

@@ -49,20 +49,13 @@ from typing import Literal
 from tinker import types
 
 from thinker.algorithms.common import (
-    InFlight,
     RunResult,
     Step,
-    adam_params,
-    epoch_batch,
-    is_due,
-    log_plan,
+    SupervisedLoop,
     log_step,
     pair_tokens,
-    plan_batch,
     prepare_run,
-    save_checkpoint,
     start_or_resume,
-    submit_step,
 )
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.data import split_train_eval
@@ -334,37 +327,13 @@ async def train_reward_model(
     train_pairs, eval_pairs = datasets(config)
     train_data = [_pair_datums(renderer, pair, config.max_length) for pair in train_pairs]
     lengths = [pair_tokens(a, b) for a, b in train_data]
-    plan = plan_batch(
-        client,
-        lengths,
-        config.batch_size,
-        config.micro_batch_size,
-        "pairs",
-        resumed_micro_batch_size=start.micro_batch_size,
+    loop = SupervisedLoop.planned(config, run, start, logger, train_data, lengths, "pairs")
+    return await loop.run(
+        partial(_forward_backward, client),
+        partial(_finish, logger=logger, config=config),
+        partial(_evaluate, client, renderer, eval_pairs, config),
+        loss_units=_judged_datums,
     )
-    steps_per_epoch = max(1, len(train_data) // plan.batch_size)
-    total_steps = config.max_steps or config.num_epochs * steps_per_epoch
-    log_plan(logger, plan, total_steps, start.step)
-    if start.step == 0 and eval_pairs:  # the starting point, for comparison
-        logger.log_metrics(await _evaluate(client, renderer, eval_pairs, config), step=0)
-
-    # Loop: submit step s, then finish step s-1 (one step in flight).
-    steps: InFlight[PairDatums] = InFlight(partial(_finish, logger=logger, config=config))
-    judge_pass = partial(_forward_backward, client)
-    result = start.result
-    for number in range(start.step, total_steps):
-        batch = epoch_batch(train_data, number, steps_per_epoch, plan.batch_size, config.seed)
-        adam = adam_params(config, number, total_steps, 2 * len(batch))  # both orders
-        await steps.submit(submit_step(client, plan, batch, number, adam, judge_pass))
-        done = number + 1
-        if is_due(done, config.eval_every, total_steps):
-            await steps.settle(await _evaluate(client, renderer, eval_pairs, config))
-        if is_due(done, config.save_every, total_steps):
-            await steps.settle()
-            result = await save_checkpoint(
-                client, run, done, logger, micro_batch_size=plan.micro_batch_size
-            )
-    return result.finished(total_steps, await steps.settle())
 
 
 def datasets(config: RewardModelConfig) -> tuple[list[PreferencePair], list[PreferencePair]]:
@@ -387,10 +356,15 @@ def _pair_datums(renderer: Renderer, pair: PreferencePair, max_length: int) -> P
 
 
 def _forward_backward(
-    client: TrainingClient, pairs: list[PairDatums]
+    client: TrainingClient, pairs: list[PairDatums], share: float
 ) -> APIFuture[types.ForwardBackwardOutput]:
-    """Submit one pass: the judge's cross-entropy on both orders of each pair."""
+    """Submit one pass: the judge's cross-entropy on both orders of each pair, a sum, so the
+    passes add up as they are, whatever their `share` of the step."""
     return client.forward_backward([d for pair in pairs for d in pair], "cross_entropy")
+
+
+def _judged_datums(pairs: list[PairDatums]) -> float:
+    return 2 * len(pairs)  # both orders
 
 
 async def _finish(

@@ -21,27 +21,20 @@ from typing import TYPE_CHECKING
 from tinker import types
 
 from thinker.algorithms.common import (
-    InFlight,
     RunResult,
     StartupClock,
     Step,
-    adam_params,
-    epoch_batch,
-    is_due,
-    log_plan,
+    SupervisedLoop,
     log_step,
     lr_multiplier,
-    plan_batch,
     prepare_run,
-    save_checkpoint,
     start_or_resume,
-    submit_step,
     weighted_sum,
 )
 from thinker.algorithms.sl_config import SLConfig
 from thinker.data import load_conversations, split_train_eval
 from thinker.engine import ServiceClient
-from thinker.engine.protocols import TrainingClient
+from thinker.engine.protocols import APIFuture, TrainingClient
 from thinker.renderers import Message, datum_from_tokens_weights, renderer_for
 from thinker.runs import MetricsLogger
 
@@ -66,38 +59,16 @@ async def main(
     train_data, eval_data = _datasets(config, client.get_tokenizer())
     startup.mark("data", f"{len(train_data) + len(eval_data):,} examples rendered")
     lengths = [d.model_input.length for d in train_data]
-    plan = plan_batch(
-        client,
-        lengths,
-        config.batch_size,
-        config.micro_batch_size,
-        resumed_micro_batch_size=start.micro_batch_size,
+    loop = SupervisedLoop.planned(config, run, start, logger, train_data, lengths)
+    eval_data = _eval_subset(eval_data, lengths, config, loop.total_steps)
+    return await loop.run(
+        partial(_forward_backward, client),
+        partial(_finish, logger=logger, config=config),
+        partial(_evaluate, client, eval_data, loop.plan.micro_batch_size),
+        evaluate_at_start=False,
+        loss_units=_trained_tokens,
+        startup=startup,
     )
-    steps_per_epoch = max(1, len(train_data) // plan.batch_size)
-    total_steps = config.max_steps or config.num_epochs * steps_per_epoch
-    log_plan(logger, plan, total_steps, start.step)
-    eval_data = _eval_subset(eval_data, lengths, config, total_steps)
-
-    # Loop: submit step s, then finish step s-1 (one step in flight).
-    steps: InFlight[types.Datum] = InFlight(
-        partial(_finish, logger=logger, config=config), startup, logger
-    )
-    cross_entropy = partial(client.forward_backward, loss_fn="cross_entropy")
-    result = start.result
-    for number in range(start.step, total_steps):
-        batch = epoch_batch(train_data, number, steps_per_epoch, plan.batch_size, config.seed)
-        adam = adam_params(config, number, total_steps, _trained_tokens(batch))
-        await steps.submit(submit_step(client, plan, batch, number, adam, cross_entropy))
-        done = number + 1
-        if is_due(done, config.eval_every, total_steps):
-            eval_nll = await _eval_nll(client, eval_data, plan.micro_batch_size)
-            await steps.settle({"eval_mean_nll": eval_nll})
-        if is_due(done, config.save_every, total_steps):
-            await steps.settle()
-            result = await save_checkpoint(
-                client, run, done, logger, micro_batch_size=plan.micro_batch_size
-            )
-    return result.finished(total_steps, await steps.settle())
 
 
 def _datasets(
@@ -156,6 +127,14 @@ def _trained_tokens(batch: list[types.Datum]) -> float:
     return sum(weighted_sum(d) for d in batch)
 
 
+def _forward_backward(
+    client: TrainingClient, examples: list[types.Datum], share: float
+) -> APIFuture[types.ForwardBackwardOutput]:
+    """Submit one pass: the cross-entropy of `examples`, a sum, so the passes add up as they
+    are, whatever their `share` of the step."""
+    return client.forward_backward(examples, "cross_entropy")
+
+
 async def _finish(
     step: Step[types.Datum], evals: dict[str, float], logger: MetricsLogger, config: SLConfig
 ) -> dict[str, float]:
@@ -167,6 +146,12 @@ async def _finish(
         "num_sequences": float(len(step.batch)),
     }
     return await log_step(step, metrics, evals, logger, config, "train_mean_nll")
+
+
+async def _evaluate(
+    client: TrainingClient, data: list[types.Datum], batch_size: int
+) -> dict[str, float]:
+    return {"eval_mean_nll": await _eval_nll(client, data, batch_size)}
 
 
 async def _eval_nll(client: TrainingClient, data: list[types.Datum], batch_size: int) -> float:
