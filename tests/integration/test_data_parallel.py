@@ -19,6 +19,7 @@ from tests.support.net import free_port
 from tinker import types
 
 import thinker
+from thinker.errors import ConfigError
 
 
 @pytest.mark.slow
@@ -108,3 +109,31 @@ def test_two_ranks_share_out_sampling_calls(tmp_path: Path) -> None:
     ranks = [torch.load(tmp_path / f"sampled-2-{r}.pt") for r in (0, 1)]
     assert [r["here"] for r in ranks] == [3, 2] and one["here"] == 5
     assert ranks[0]["tokens"] == ranks[1]["tokens"] == one["tokens"]
+
+
+def _sample_sharded(rank: int, world: int, port: int, work: str) -> None:
+    """What a sharded model refuses: a sampler (RL's rollouts, DPO's reference scores)."""
+    torch.set_num_threads(1)
+    os.environ["THINKER_SHARDING"] = "fsdp"
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    try:
+        service = thinker.ServiceClient(storage_dir=Path(work) / "store", device="cpu")
+        client = service.create_lora_training_client("thinker/tiny", rank=4, seed=3).result()
+        try:
+            client.save_weights_and_get_sampling_client()
+            refused = ""
+        except ConfigError as e:
+            refused = str(e)
+        (Path(work) / f"refused-{rank}.txt").write_text(refused)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_sharded_model_refuses_to_sample(tmp_path: Path) -> None:
+    mp.spawn(_sample_sharded, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+    for rank in (0, 1):
+        refused = (tmp_path / f"refused-{rank}.txt").read_text()
+        assert "sampling and scoring need the whole model on each GPU" in refused
+        assert "sharded over 2 GPUs" in refused

@@ -29,6 +29,15 @@ Parts:
 - platform: a real `thinker serve` on this machine; a default SL job (3,000 chats of ~500-1,000
   tokens, 25 steps, no evaluation) created through the REST API with `gpus: N`, then with
   `gpus: 1`; their placement and steady trained tokens/s.
+- sharded-correctness: `correctness` with the N GPUs' model sharded (FSDP2,
+  engine/local/sharding.py, THINKER_SHARDING=fsdp): each GPU holds 1/N of each layer.
+- sharded-8b: the Llama-3.1-8B shape's SL step (rank 16, output layer not adapted, 2 x 2,048
+  per GPU) on one GPU, on N whole (data parallel) and on N sharded: what sharding costs where
+  it is not needed.
+- sharded-70b: the Llama-3.1-70B shape (141 GB of bf16 weights: no one GPU holds it) sharded
+  over 2 and over N GPUs, 1 x 2,048 tokens per GPU: tokens/s, the shards' memory and the peak
+  per GPU, and the model FLOPs utilisation (4 x parameters x tokens/s, LoRA's forward and
+  input-gradient matmuls, over the GPUs' dense bf16 peak, 989 TFLOP/s each on an H100/H200).
 """
 
 from __future__ import annotations
@@ -61,6 +70,8 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 CPU = os.environ.get("THINKER_BENCH_CPU") == "1"  # --cpu: gloo, thinker/tiny, small sizes
 QWEN = "thinker/tiny" if CPU else eng.QWEN
 LLAMA = "thinker/tiny" if CPU else eng.LLAMA
+LLAMA70 = "thinker/tiny" if CPU else "thinker/random-llama3.1-70b"
+PEAK_BF16_FLOPS = 989.4e12  # dense, per H100 SXM / H200 GPU
 
 
 SPAWN_TIMEOUT_S = 300  # one side's processes; a hang ends the part, not the run
@@ -146,7 +157,26 @@ def _chats(step: int) -> list[list[int]]:
 
 
 def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.detach().float().reshape(-1) for t in tensors])
+    from thinker.engine.local.sharding import full
+
+    return torch.cat([full(t.detach()).float().reshape(-1) for t in tensors])
+
+
+def _summed_gradients(params: list[torch.nn.Parameter]) -> torch.Tensor:
+    """The gradient of the whole batch: a sharded parameter's (FSDP averaged it over the
+    ranks) times the ranks, a whole one's summed over the ranks."""
+    from torch.distributed.tensor import DTensor
+
+    world, parts = dist.get_world_size(), []
+    for p in params:
+        if isinstance(p.grad, DTensor):
+            parts.append(p.grad.full_tensor().float().reshape(-1) * world)
+        else:
+            g = p.grad.detach().float().reshape(-1).clone()
+            if world > 1:
+                dist.all_reduce(g)
+            parts.append(g)
+    return torch.cat(parts)
 
 
 def _train_steps(storage: str, steps: list[int], order: list[int], resume: str = "") -> dict:
@@ -159,20 +189,20 @@ def _train_steps(storage: str, steps: list[int], order: list[int], resume: str =
     if resume:
         client.load_state_with_optimizer(resume).result()
     else:  # B off zero (the same on every rank), so that every LoRA weight has a gradient
+        from thinker.engine.local.sharding import like
+
         g = torch.Generator().manual_seed(0)
         with torch.no_grad():
             for name, p in client._model.named_parameters():
                 if "lora_B" in name:
-                    p.copy_(torch.randn(p.shape, generator=g).to(p.dtype) * 0.01)
+                    p.copy_(like(torch.randn(p.shape, generator=g).to(p.dtype) * 0.01, p))
     loaded = _flat(client._params).cpu()
     seen = []
     for step in steps:
         data = eng.datums(_chats(step))
         data = [data[i] for i in order]
         ce = client.forward_backward(data, "cross_entropy").result()
-        grads = _flat([p.grad for p in client._params])
-        if dist.get_world_size() > 1:
-            dist.all_reduce(grads)
+        grads = _summed_gradients(client._params)
         optim = client.optim_step(types.AdamParams(learning_rate=1e-3)).result()
         logprobs = [None] * len(order)
         for out, i in zip(ce.loss_fn_outputs, order, strict=True):
@@ -189,7 +219,10 @@ def _train_steps(storage: str, steps: list[int], order: list[int], resume: str =
     return {"seen": seen, "adapter": _flat(client._params).cpu(), "loaded": loaded, "path": path}
 
 
-def _correctness_side(storage: str, steps: list[int], order: list[int], resume: str) -> dict:
+def _correctness_side(
+    storage: str, steps: list[int], order: list[int], resume: str, sharding: str = "off"
+) -> dict:
+    os.environ["THINKER_SHARDING"] = sharding
     result = _train_steps(storage, steps, order, resume)
     out = Path(storage) / f"side-{dist.get_world_size()}-{steps[0]}-{order[0]}.pt"
     if dist.get_rank() == 0:
@@ -221,20 +254,40 @@ def _compare(got: dict, want: dict) -> dict:
     return {"steps": steps, "adapter": _relative(got["adapter"], want["adapter"])}
 
 
-def run_correctness(world: int) -> dict:
+def run_correctness(world: int, sharding: str = "off") -> dict:
+    """`sharding` for the N-GPU sides (THINKER_SHARDING)."""
+    return _correctness(world, [sharding])[sharding]
+
+
+def run_correctness_both(world: int) -> dict:
+    """`correctness` and `sharded-correctness` against the same one-GPU sides."""
+    return _correctness(world, ["off", "fsdp"])
+
+
+def _correctness(world: int, shardings: list[str]) -> dict:
     storage = tempfile.mkdtemp(prefix="thinker-dp-")
     forward, backward = list(range(8)), list(range(7, -1, -1))
-    files = {}
-    for name, w, order in (("n", world, forward), ("one", 1, forward), ("one-rev", 1, backward)):
-        side = _spawn(w, _correctness_side, storage, [0, 1], order, "")
-        files[name] = side
-    n, one, rev = (torch.load(files[k]["file"]) for k in ("n", "one", "one-rev"))
+    ones = {
+        name: _spawn(1, _correctness_side, storage, [0, 1], order, "")
+        for name, order in (("one", forward), ("one-rev", backward))
+    }
+    one, rev = (torch.load(ones[k]["file"]) for k in ("one", "one-rev"))
+    return {s: _correctness_n(world, s, storage, one, rev) for s in shardings}
+
+
+def _correctness_n(world: int, sharding: str, storage: str, one: dict, rev: dict) -> dict:
+    forward = list(range(8))
+    files = {"n": _spawn(world, _correctness_side, storage, [0, 1], forward, "", sharding)}
+    n = torch.load(files["n"]["file"])
     # The N-GPU checkpoint on one GPU, one more step; and the N-GPU run's own third step.
     resumed = _spawn(1, _correctness_side, storage, [2], forward, files["n"]["path"])
-    third_n = _spawn(world, _correctness_side, storage, [2], list(range(8)), files["n"]["path"])
+    third_n = _spawn(
+        world, _correctness_side, storage, [2], list(range(8)), files["n"]["path"], sharding
+    )
     resumed, third_n = torch.load(resumed["file"]), torch.load(third_n["file"])
     result = {
         "world": world,
+        "sharding": sharding,
         "n_vs_one": _compare(n, one),
         "one_reordered_vs_one": _compare(rev, one),
         "checkpoint": {
@@ -247,11 +300,19 @@ def run_correctness(world: int) -> dict:
 
 
 # ---- SL scaling -----------------------------------------------------------------------------
-def _sl_speed(model: str, batches: list[int], seq: int, steps: int) -> dict:
+def _sl_speed(model: str, batches: list[int], seq: int, steps: int, sharding: str = "off") -> dict:
     """The benchmark's SL step at each global batch (rows of `seq` tokens), here and on the
-    other ranks: median seconds a step and the peak memory per GPU."""
+    other ranks: median seconds a step and the peak memory per GPU. `sharding`: the
+    THINKER_SHARDING setting."""
+    os.environ["THINKER_SHARDING"] = sharding
+    began = time.perf_counter()
     client = _client(model, tempfile.mkdtemp(prefix="thinker-bench-"))
-    out = {}
+    _sync()
+    out: dict[str, Any] = {
+        "load_s": time.perf_counter() - began,
+        "sharded": client._sharded,
+        "weights_gib_per_gpu": 0.0 if CPU else torch.cuda.memory_allocated() / 2**30,
+    }
     for batch in batches:
         step = eng.engine_sl_step(client, eng.datums(eng.random_rows(model, [seq] * batch)))
         for _ in range(2):
@@ -272,6 +333,7 @@ def _sl_speed(model: str, batches: list[int], seq: int, steps: int) -> dict:
             "tokens_per_s": batch * seq / seconds,
             "peak_gib_per_gpu": _peak_gib(),
             "times": times,
+            "checkpointing": client._checkpointing.describe(client._layers()),
         }
     return out
 
@@ -301,6 +363,56 @@ def run_scaling(world: int, model: str, per_gpu: int, seq: int, steps: int = 5) 
         "strong_efficiency": rows[str(per_gpu)]["efficiency"],
         "weak_efficiency": weak,
     }
+
+
+# ---- sharded (FSDP2) ------------------------------------------------------------------------
+def run_sharded_8b(world: int, per_gpu: int = 2, seq: int = 2048, steps: int = 5) -> dict:
+    """One GPU at the per-GPU batch; N GPUs whole and N sharded at N times it."""
+    seq, batch = _scale(seq), per_gpu * world
+    one = _spawn(1, _sl_speed, LLAMA, [per_gpu], seq, steps)
+    whole = _spawn(world, _sl_speed, LLAMA, [batch], seq, steps, "off")
+    sharded = _spawn(world, _sl_speed, LLAMA, [batch], seq, steps, "fsdp")
+    base = world * one[str(per_gpu)]["tokens_per_s"]
+    return {
+        "model": LLAMA,
+        "seq": seq,
+        "per_gpu_batch": per_gpu,
+        "world": world,
+        "sides": {"1": one, "whole": whole, "sharded": sharded},
+        "weak_efficiency_whole": whole[str(batch)]["tokens_per_s"] / base,
+        "weak_efficiency_sharded": sharded[str(batch)]["tokens_per_s"] / base,
+        "sharded_over_whole": sharded[str(batch)]["tokens_per_s"]
+        / whole[str(batch)]["tokens_per_s"],
+    }
+
+
+def run_sharded_70b(world: int, per_gpu: int = 1, seq: int = 2048, steps: int = 3) -> dict:
+    """The 70B shape sharded over 2 GPUs and over all of them, the same batch per GPU."""
+    from thinker.engine.local.models import skeleton
+
+    seq = _scale(seq)
+    params = sum(p.numel() for p in skeleton(LLAMA70, torch.bfloat16).parameters())
+    sides = {}
+    for w in sorted({2, world}):
+        side = _spawn(w, _sl_speed, LLAMA70, [per_gpu * w], seq, steps, "fsdp")
+        row = side[str(per_gpu * w)]
+        row["mfu"] = 4 * params * row["tokens_per_s"] / (w * PEAK_BF16_FLOPS)
+        sides[str(w)] = side
+    out: dict[str, Any] = {
+        "model": LLAMA70,
+        "parameters": params,
+        "seq": seq,
+        "per_gpu_batch": per_gpu,
+        "sides": sides,
+    }
+    if world > 2:
+        many, two = sides[str(world)], sides["2"]
+        out["weak_efficiency_2_to_n"] = (
+            many[str(per_gpu * world)]["tokens_per_s"]
+            * 2
+            / (world * two[str(per_gpu * 2)]["tokens_per_s"])
+        )
+    return out
 
 
 # ---- RL -------------------------------------------------------------------------------------
@@ -488,13 +600,23 @@ PARTS: dict[str, Callable[[int], dict]] = {
     "scaling-llama8b": lambda w: run_scaling(w, LLAMA, 2, 2048),
     "rl": run_rl,
     "platform": run_platform,
+    "sharded-correctness": lambda w: run_correctness(w, "fsdp"),
+    "correctness-both": run_correctness_both,
+    "sharded-8b": run_sharded_8b,
+    "sharded-70b": run_sharded_70b,
 }
 
 
-def summary(name: str, r: dict) -> str:
-    if name == "correctness":
+def summary(name: str, r: dict) -> str:  # noqa: PLR0911
+    if name == "correctness-both":
+        return "\n".join(
+            summary("correctness" if s == "off" else "sharded-correctness", part)
+            for s, part in r.items()
+            if isinstance(part, dict)
+        )
+    if name in ("correctness", "sharded-correctness"):
         n, floor = r["n_vs_one"], r["one_reordered_vs_one"]
-        lines = [f"correctness ({r['world']} GPUs vs 1; floor: 1 GPU, datums reordered):"]
+        lines = [f"{name} ({r['world']} GPUs vs 1; floor: 1 GPU, datums reordered):"]
         for i, (s, f) in enumerate(zip(n["steps"], floor["steps"], strict=True)):
             lines.append(
                 f"  step {i + 1}: loss {s['loss']:.1e} (floor {f['loss']:.1e}), logprobs "
@@ -535,6 +657,34 @@ def summary(name: str, r: dict) -> str:
             f"{r['train_speedup']:.2f}x); sampler-learner gap "
             f"{many['steps'][-1]['sampler_learner_gap']:.1e}"
         )
+    if name == "sharded-8b":
+        b = str(r["per_gpu_batch"] * r["world"])
+        lines = [f"sharded-8b ({r['seq']} tokens a row, {r['per_gpu_batch']} a GPU):"]
+        for side in ("whole", "sharded"):
+            row = r["sides"][side][b]
+            lines.append(
+                f"  {r['world']} GPUs {side}: {row['tokens_per_s']:,.0f} tok/s, peak "
+                f"{row['peak_gib_per_gpu']:.1f} GiB/GPU, {row['checkpointing']}"
+            )
+        lines.append(
+            f"  1 GPU {r['sides']['1'][str(r['per_gpu_batch'])]['tokens_per_s']:,.0f} tok/s; weak "
+            f"efficiency whole {r['weak_efficiency_whole']:.2f}, sharded "
+            f"{r['weak_efficiency_sharded']:.2f}; sharded / whole {r['sharded_over_whole']:.2f}"
+        )
+        return "\n".join(lines)
+    if name == "sharded-70b":
+        lines = [f"sharded-70b ({r['parameters'] / 1e9:.1f}B parameters, {r['seq']} tokens a GPU):"]
+        for w, side in r["sides"].items():
+            row = side[str(r["per_gpu_batch"] * int(w))]
+            lines.append(
+                f"  {w} GPUs: {row['tokens_per_s']:,.0f} tok/s ({row['s_per_step']:.2f} s a step), "
+                f"MFU {row['mfu']:.2f}, shards {side['weights_gib_per_gpu']:.1f} GiB/GPU, peak "
+                f"{row['peak_gib_per_gpu']:.1f} GiB/GPU, loaded in {side['load_s']:.0f} s, "
+                f"{row['checkpointing']}"
+            )
+        if "weak_efficiency_2_to_n" in r:
+            lines.append(f"  weak scaling 2 -> N GPUs: {r['weak_efficiency_2_to_n']:.2f}")
+        return "\n".join(lines)
     if name == "platform":
         lines = [f"platform ({r['steps']}-step SL jobs via REST):"]
         for gpus, job in r["jobs"].items():

@@ -59,13 +59,18 @@ def _train(  # noqa: PLR0913
     resume: str,
     device: str,
     sharding: str,
+    reverse: bool,
+    compile_layers: bool,
 ) -> None:
     """One rank's run: `steps` steps (after loading `resume`, if given); rank 0 saves what it
     saw and the adapter to work/result-<world>-<first step>.pt. On `device` "cuda", rank r
     trains on GPU r and the ranks join over NCCL (test_cuda_multi_gpu.py). `sharding`: the
-    THINKER_SHARDING setting (engine/local/sharding.py)."""
+    THINKER_SHARDING setting (engine/local/sharding.py). `reverse`: the cross-entropy call
+    takes each batch in reverse order (its logprobs then come back reversed).
+    `compile_layers` False: THINKER_COMPILE=0 (a sharded model's layers always run eagerly)."""
     torch.set_num_threads(1)
     os.environ["THINKER_SHARDING"] = sharding
+    os.environ["THINKER_COMPILE"] = "1" if compile_layers else "0"
     if device == "cuda":
         torch.cuda.set_device(rank)
     if world > 1:
@@ -89,7 +94,7 @@ def _train(  # noqa: PLR0913
         seen = []
         for step in steps:
             data = batch(step)
-            ce = client.forward_backward(data, "cross_entropy").result()
+            ce = client.forward_backward(data[::-1] if reverse else data, "cross_entropy").result()
             pair = client.forward_backward_custom(data[:4], _pair_loss).result()
             optim = client.optim_step(ADAM).result()
             seen.append(
@@ -122,8 +127,10 @@ def run(  # noqa: PLR0913
     resume: str = "",
     device: str = "cpu",
     sharding: str = "off",
+    reverse: bool = False,
+    compile_layers: bool = True,
 ) -> dict:
-    args = (world, free_port(), str(work), steps, resume, device, sharding)
+    args = (world, free_port(), str(work), steps, resume, device, sharding, reverse, compile_layers)
     if world == 1:
         _train(0, *args)
     else:
