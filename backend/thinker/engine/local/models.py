@@ -107,14 +107,15 @@ def _qwen3_06b_config() -> PretrainedConfig:
     )
 
 
-def _llama31_8b_config() -> PretrainedConfig:
+def _llama31_config(hidden: int, intermediate: int, layers: int, heads: int) -> PretrainedConfig:
+    """Llama 3.1's shape at a size (8 key-value heads, its vocabulary, RoPE and special ids)."""
     # rope_theta: as in _qwen3_06b_config.
     return LlamaConfig(  # type: ignore[call-arg]
         vocab_size=128256,
-        hidden_size=4096,
-        intermediate_size=14336,
-        num_hidden_layers=32,
-        num_attention_heads=32,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
         num_key_value_heads=8,
         max_position_embeddings=131072,
         rms_norm_eps=1e-5,
@@ -124,25 +125,14 @@ def _llama31_8b_config() -> PretrainedConfig:
         pad_token_id=128004,
         bos_token_id=128000,
     )
+
+
+def _llama31_8b_config() -> PretrainedConfig:
+    return _llama31_config(hidden=4096, intermediate=14336, layers=32, heads=32)
 
 
 def _llama31_70b_config() -> PretrainedConfig:
-    # rope_theta: as in _qwen3_06b_config.
-    return LlamaConfig(  # type: ignore[call-arg]
-        vocab_size=128256,
-        hidden_size=8192,
-        intermediate_size=28672,
-        num_hidden_layers=80,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        max_position_embeddings=131072,
-        rms_norm_eps=1e-5,
-        rope_theta=500_000,
-        tie_word_embeddings=False,
-        eos_token_id=128009,
-        pad_token_id=128004,
-        bos_token_id=128000,
-    )
+    return _llama31_config(hidden=8192, intermediate=28672, layers=80, heads=64)
 
 
 BUILTIN_CONFIGS: dict[str, Callable[[], PretrainedConfig]] = {
