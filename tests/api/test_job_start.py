@@ -166,8 +166,9 @@ def test_sl_then_dpo_from_the_sl_model(client: TestClient) -> None:
     assert sl_model["id"] in library
 
 
-def test_jobs_get_distinct_names(client: TestClient) -> None:
-    chat = add_dataset(client, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
+def test_jobs_get_distinct_names(held: TestClient) -> None:
+    """Names are given at creation: the jobs stay queued, nothing needs to train."""
+    chat = add_dataset(held, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
     job = {"algorithm": "sl", "dataset_id": chat, "name": "sums", "config": {"max_steps": 1}}
-    names = [client.post("/api/jobs", json=job).json()["name"] for _ in range(3)]
+    names = [held.post("/api/jobs", json=job).json()["name"] for _ in range(3)]
     assert names == ["sums", "sums (2)", "sums (3)"]
