@@ -32,8 +32,12 @@ fi
 if [ "$#" -eq 0 ]; then
   # Two pytest processes, a test file at a time to each (module fixtures are built once):
   # the tests train single-threaded (engine/local/threads.py), so one process left the
-  # second core mostly idle while the first trained.
-  python -m pytest -q -p no:cacheprovider --durations=30 -n 2 --dist loadfile
+  # second core mostly idle while the first trained. Files go out in collection order, not
+  # xdist's default of most tests first: that sent the long few-test files (test_defaults_learn,
+  # test_durability, test_ray) last, and one process ran the last of them while the other sat
+  # idle; in collection order the many short unit tests come last and even out the two.
+  python -m pytest -q -p no:cacheprovider --durations=30 -n 2 --dist loadfile \
+    --no-loadscope-reorder
 else
   python -m pytest -q -p no:cacheprovider --durations=30 "$@"
 fi
