@@ -534,9 +534,17 @@ class LocalTrainingClient:
         memory. When the device runs out of memory anyway (an estimate off, another process),
         the gradients go back to what they were before the call, the budget halves (more
         passes, more layers checkpointed) and the call runs again; at most OOM_RETRIES times,
-        then an error that says what to change."""
-        if self._sharded:
-            return self._loss_sharded(data, loss_fn, config, backward)
+        then an error that says what to change. A sharded model's call fails at once instead."""
+        if self._sharded:  # every rank is inside the same gathers: none can retry alone
+            try:
+                return self._loss_in_passes(data, loss_fn, config, backward)
+            except torch.OutOfMemoryError as e:
+                raise BackendError(
+                    f"out of memory on {self._placement.device} in a pass of a sharded model "
+                    f"({str(e).splitlines()[0]}): lower max_length (the longest sequence here "
+                    f"is {self._longest(data):,} tokens) or micro_batch_size, or train on more "
+                    "GPUs"
+                ) from None
         if not data:  # a rank with no share of a small batch
             return [], 0.0
         # The gradients of earlier calls (accumulating to one step), to go back to; a
@@ -566,26 +574,6 @@ class LocalTrainingClient:
             "max_length (the longest sequence is "
             f"{self._longest(data):,} tokens) or micro_batch_size, or train with quantization "
             "4bit, or free the device's memory (another process may hold it)"
-        )
-
-    def _loss_sharded(
-        self,
-        data: list[types.Datum],
-        loss_fn: str,
-        config: Mapping[str, float] | None,
-        backward: bool,
-    ) -> tuple[list[Tensor], float]:
-        """`_loss_here` on a sharded model: every rank is inside the same gathers, so none can
-        run a call again alone after running out of memory; the call fails, saying what to
-        change."""
-        try:
-            return self._loss_in_passes(data, loss_fn, config, backward)
-        except torch.OutOfMemoryError as e:
-            failed = str(e).splitlines()[0]
-        raise BackendError(
-            f"out of memory on {self._placement.device} in a pass of a sharded model "
-            f"({failed}): lower max_length (the longest sequence here is "
-            f"{self._longest(data):,} tokens) or micro_batch_size, or train on more GPUs"
         )
 
     def _loss_in_passes(
