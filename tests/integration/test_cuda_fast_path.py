@@ -398,3 +398,36 @@ def test_decode_kernel_against_fp32_attention(
         worst = max(worst, (got[b].float() - want).abs().max().item())
     print(f"kernel vs fp32 attention, splits {splits}: max difference {worst:.2e}")
     assert worst < 2e-2  # bf16 inputs and probabilities
+
+
+def test_padded_row_packing_keeps_sequences_apart_as_flat_rows_do() -> None:
+    """Packing several sequences into one padded row (the path of a model whose attention
+    cannot take flat rows, e.g. a sliding window) keeps each within its own positions and
+    attention: its logprobs differ from one-sequence-per-row logprobs no more than flat rows'
+    (bf16 rounding), where a sequence seeing its row-mate would differ by far more."""
+    from thinker.engine.local import attention
+
+    device = torch.device("cuda")
+    model = load_base_model(QWEN, Placement(device, torch.bfloat16))
+    assert getattr(model, attention.ENABLED_ATTR, False), "the flat rows to compare with"
+    gen = torch.Generator().manual_seed(0)
+    lengths = [300, 40, 37, 129, 64]  # packed two and three to a padded row of 300
+    inputs = [torch.randint(100, 5000, (n,), generator=gen).tolist() for n in lengths]
+    targets = [torch.tensor([*x[1:], 7]) for x in inputs]
+    assert len(forward.pack_rows(lengths, max(lengths))) < len(lengths)
+
+    def logprobs(pack: bool, flat: bool) -> list[torch.Tensor]:
+        setattr(model, attention.ENABLED_ATTR, flat)
+        with torch.no_grad():
+            out = forward.target_logprobs(model, inputs, targets, device, pack=pack)
+        return [lp.float().cpu() for lp in out]
+
+    alone = logprobs(pack=False, flat=False)
+    padded = logprobs(pack=True, flat=False)
+    flat = logprobs(pack=True, flat=True)
+    worst = {
+        name: max(float((a - b).abs().max()) for a, b in zip(got, alone, strict=True))
+        for name, got in (("padded rows", padded), ("flat rows", flat))
+    }
+    print(f"largest logprob difference from one sequence a row: {worst}")
+    assert worst["padded rows"] <= 2 * worst["flat rows"] + 0.05

@@ -49,10 +49,12 @@ VARLEN_ATTN = _load_varlen()  # None where this torch has no varlen kernel
 _PARAMS = frozenset(inspect.signature(VARLEN_ATTN).parameters) if VARLEN_ATTN else frozenset()
 
 
-def use_varlen(model: PreTrainedModel) -> bool:
-    """Make `model` take flat packed rows (CUDA, full causal attention in every layer). False
-    where that is not possible; the caller then packs into padded rows instead."""
-    if model.device.type != "cuda" or VARLEN_ATTN is None or not eligible(model):
+def use_varlen(model: PreTrainedModel, device: torch.device) -> bool:
+    """Make `model`, which will compute on `device`, take flat packed rows (CUDA, full causal
+    attention in every layer). False where that is not possible; the caller then packs into
+    padded rows instead. `device`, not the model's own: a model to be sharded is still on
+    the meta device here."""
+    if device.type != "cuda" or VARLEN_ATTN is None or not eligible(model):
         return False
     install(model, flat_rows=True)
     return True

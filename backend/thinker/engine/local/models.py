@@ -206,7 +206,7 @@ def prepare(model: PreTrainedModel, placement: Placement, compile: bool = True) 
     unless `compile` is off), eval mode, every weight frozen; the weights may still be on the
     meta device (sharding.py fills them in later)."""
     device = placement.device
-    flat_rows = fast.enabled("PACKING", device) and attention.use_varlen(model)
+    flat_rows = fast.enabled("PACKING", device) and attention.use_varlen(model, device)
     if not flat_rows and attention.eligible(model):
         attention.install(model)  # for the shared-prompt decode's hook (prefix.py)
     if fast.enabled("FUSED_KERNELS", device):
