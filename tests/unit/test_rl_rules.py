@@ -42,5 +42,29 @@ def test_the_gap_covers_every_sampled_token_whatever_its_advantage() -> None:
         loss_fn_outputs=[{"logprobs": types.TensorData.from_numpy(x)} for x in learner],
         metrics={},
     )
-    starts = [len(r.prompt_tokens) - 1 for r in rollouts]
-    assert _sampler_learner_gaps(datums, out, starts) == pytest.approx([0.125] * 3)
+    gaps, learner_lp = _sampler_learner_gaps(rollouts, out)
+    assert gaps == pytest.approx([0.125] * 3)
+    assert learner_lp == [[-0.625, -0.375], [-1.125]]
+
+
+def test_an_episode_trains_and_measures_only_the_policys_own_tokens() -> None:
+    """A hand-built two-turn episode: prompt [1, 2], the policy's [3, 4], the environment's
+    reply [5, 6] (mask 0), the policy's [7]. The datum's targets are the row shifted by one;
+    advantages (and the gap) cover the policy's three tokens only, at their positions."""
+    r = Rollout(
+        [1, 2], [3, 4, 5, 6, 7], [-0.5, -0.25, 0.0, 0.0, -1.0], None, Completion("b", True),
+        advantage=2.0, mask=[1.0, 1.0, 0.0, 0.0, 1.0],
+    )  # fmt: skip
+    datum = _datum(r, "importance_sampling")
+    assert datum.model_input.to_ints() == [1, 2, 3, 4, 5, 6]
+    assert datum.loss_fn_inputs["target_tokens"].to_torch().tolist() == [2, 3, 4, 5, 6, 7]
+    assert datum.loss_fn_inputs["advantages"].to_torch().tolist() == [0, 2, 2, 0, 0, 2]
+    assert datum.loss_fn_inputs["logprobs"].to_torch().tolist() == [0, -0.5, -0.25, 0, 0, -1.0]
+    learner = np.array([9.0, -0.5, -0.5, 7.0, 7.0, -1.5])
+    out = types.ForwardBackwardOutput(
+        loss_fn_output_type="target_logprobs",
+        loss_fn_outputs=[{"logprobs": types.TensorData.from_numpy(learner)}],
+        metrics={},
+    )
+    gaps, _ = _sampler_learner_gaps([r], out)
+    assert gaps == pytest.approx([0.0, 0.25, 0.5])

@@ -20,11 +20,11 @@ training. Each step's rollouts (prompt, completions, rewards, advantages) go to
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,33 +40,21 @@ from thinker.algorithms.common import (
     start_or_resume,
     stop_if_diverged,
 )
+from thinker.algorithms.episodes import Budget, Rollout, sample_group
 from thinker.algorithms.rl_config import RLConfig
 from thinker.data import split_train_eval
 from thinker.data.problems import load_problems
 from thinker.engine import ServiceClient
 from thinker.engine.protocols import SamplingClient, TrainingClient
+from thinker.envs import EnvFactory, build_env_factory
 from thinker.files import records_here
 from thinker.renderers import Renderer, renderer_for
-from thinker.rewards import Completion, Problem, RewardFn
+from thinker.renderers.turns import Tokenizer
+from thinker.rewards import Problem, RewardFn
 from thinker.rewards.registry import build_reward
 from thinker.runs import MetricsLogger
 
 __all__ = ["RLConfig", "group_advantages", "main"]
-
-
-@dataclass
-class Rollout:
-    """One sampled completion of one problem, with what training needs from it."""
-
-    prompt_tokens: list[int]
-    tokens: list[int]
-    logprobs: list[float]  # the sampler's log q of each completion token
-    prompt_logprobs: list[float] | None  # only for the dro loss (its penalty covers all tokens)
-    completion: Completion
-    reward: float = 0.0
-    advantage: float = 0.0
-    base_logprobs: list[float] | None = None  # log p_base of each completion token
-    token_advantages: list[float] | None = None  # per token, once the KL penalty is folded in
 
 
 async def main(
@@ -88,31 +76,31 @@ async def main(
         train, held_out = problems, load_problems(config.eval_dataset)
     else:
         train, held_out = split_train_eval(problems, config.eval_fraction, config.seed)
+    base_dir = Path(config.dataset).parent
+    factory = build_env_factory(config.env, reward_fn, renderer.name, base_dir)
     base = await service.create_sampling_client(base_model=config.base_model)
     run.rollouts.mkdir(exist_ok=True)
 
     # Loop: sample groups from a snapshot of the policy, score, train, log.
     result, metrics = start.result, {}
     if start.step == 0:  # the starting point, for comparison with every later evaluation
-        eval_reward = await _eval_reward(client, renderer, held_out, reward_fn, config)
+        eval_reward = await _eval_reward(client, renderer, held_out, factory, config)
         logger.log_metrics({"eval_reward_mean": eval_reward}, step=0)
     logger.log_event("plan", {"total_steps": config.max_steps, "start_step": start.step})
     for step in range(start.step, config.max_steps):
         started = time.monotonic()
         policy = await client.save_weights_and_get_sampling_client()
         batch = _problems_of_step(train, step, config.groups_per_batch, config.seed)
-        groups, sample_s = await _sample_groups(policy, renderer, batch, config, step)
-        _score(groups, batch, reward_fn)
+        groups, sample_s = await _sample_groups(policy, renderer, factory, batch, config, step)
         kept = [g for g in groups if not (config.drop_constant_groups and _constant(g))]
         group_advantages(kept)
         await _base_logprobs(base, [r for g in groups for r in g])
         for group in kept:
             _apply_kl_penalty(group, config.kl_coef)
-        _write_rollouts(run.rollout_file(step + 1), batch, groups, kept, renderer)
         trained = [r for g in kept for r in g]
         datums = [_datum(r, config.loss_fn) for r in trained]
-        starts = [len(r.prompt_tokens) - 1 for r in trained]
-        train_metrics = await _train(client, datums, config, step, starts)
+        train_metrics, learner = await _train(client, datums, config, step, trained)
+        _write_rollouts(run.rollout_file(step + 1), batch, groups, kept, learner, tokenizer)
         metrics = {
             **_rollout_metrics(groups, kept, sample_s),
             **train_metrics,
@@ -121,7 +109,7 @@ async def main(
         done = step + 1
         if is_due(done, config.eval_every, config.max_steps):
             metrics["eval_reward_mean"] = await _eval_reward(
-                client, renderer, held_out, reward_fn, config
+                client, renderer, held_out, factory, config
             )
         logger.log_metrics(metrics, step=done)
         stop_if_diverged(metrics, done, "loss", config)
@@ -151,57 +139,47 @@ def _problems_of_step(problems: list[Problem], step: int, n: int, seed: int) -> 
 
 
 async def _sample_groups(
-    policy: SamplingClient, renderer: Renderer, batch: list[Problem], config: RLConfig, step: int
-) -> tuple[list[list[Rollout]], float]:
-    started = time.monotonic()
-    want_prompt_lp = config.loss_fn == "dro"
-    futures = []
-    for i, problem in enumerate(batch):
-        prompt = renderer.build_generation_prompt(problem.messages)
-        params = types.SamplingParams(
-            max_tokens=config.max_tokens,
-            temperature=config.temperature,
-            stop=renderer.get_stop_sequences(),
-            seed=config.seed * 1_000_003 + step * 1009 + i,
-        )
-        future = policy.sample(
-            prompt, config.group_size, params, include_prompt_logprobs=want_prompt_lp
-        )
-        futures.append((prompt.to_ints(), future))
-    groups = []
-    for prompt_tokens, future in futures:
-        response = await future
-        prompt_lp = None
-        if want_prompt_lp:
-            assert response.prompt_logprobs is not None, "asked for with include_prompt_logprobs"
-            prompt_lp = [0.0 if v is None else v for v in response.prompt_logprobs]
-        groups.append(
-            [_rollout(prompt_tokens, seq, prompt_lp, renderer) for seq in response.sequences]
-        )
-    return groups, time.monotonic() - started
-
-
-def _rollout(
-    prompt_tokens: list[int],
-    seq: types.SampledSequence,
-    prompt_lp: list[float] | None,
+    policy: SamplingClient,
     renderer: Renderer,
-) -> Rollout:
-    completion = _completion(list(seq.tokens), renderer)
-    assert seq.logprobs is not None, "every backend gives the sampled tokens' logprobs"
-    return Rollout(prompt_tokens, list(seq.tokens), list(seq.logprobs), prompt_lp, completion)
+    factory: EnvFactory,
+    batch: list[Problem],
+    config: RLConfig,
+    step: int,
+) -> tuple[list[list[Rollout]], float]:
+    """A group of episodes per problem of `batch`, sampled from `policy` (version `step`),
+    every group's requests in flight together; each episode scored by its environment."""
+    started = time.monotonic()
+    groups = await asyncio.gather(
+        *[
+            sample_group(
+                policy,
+                renderer,
+                factory,
+                problem,
+                config.group_size,
+                _params(config, renderer, config.seed * 1_000_003 + step * 1009 + i),
+                _budget(config),
+                seed=config.seed * 1_000_003 + step * 1009 + i,
+                version=step,
+                prompt_logprobs=config.loss_fn == "dro",
+            )  # fmt: skip
+            for i, problem in enumerate(batch)
+        ]
+    )
+    return list(groups), time.monotonic() - started
 
 
-def _completion(tokens: list[int], renderer: Renderer) -> Completion:
-    message, reason = renderer.parse_response(tokens)
-    return Completion(text=message["content"], terminated=reason == "stop")
+def _params(config: RLConfig, renderer: Renderer, seed: int) -> types.SamplingParams:
+    return types.SamplingParams(
+        max_tokens=config.max_tokens,
+        temperature=config.temperature,
+        stop=renderer.get_stop_sequences(),
+        seed=seed,
+    )
 
 
-def _score(groups: list[list[Rollout]], batch: list[Problem], reward_fn: RewardFn) -> None:
-    for group, problem in zip(groups, batch, strict=True):
-        rewards = reward_fn(problem, [r.completion for r in group])
-        for r, reward in zip(group, rewards, strict=True):
-            r.reward = float(reward)
+def _budget(config: RLConfig) -> Budget:
+    return Budget(config.max_tokens, config.env.max_turns, config.env.max_episode_tokens)
 
 
 def _constant(group: list[Rollout]) -> bool:
@@ -237,6 +215,8 @@ def _datum(r: Rollout, loss_fn: str) -> types.Datum:
     full = r.prompt_tokens + r.tokens
     n_prompt = len(r.prompt_tokens) - 1  # target positions that predict prompt tokens
     token_adv = r.token_advantages or [r.advantage] * len(r.tokens)
+    if r.mask is not None:  # environment replies are not the policy's: no gradient
+        token_adv = [a * m for a, m in zip(token_adv, r.mask, strict=True)]
     prompt_lp = r.prompt_logprobs[1:] if r.prompt_logprobs is not None else [0.0] * n_prompt
     # As the SDK would convert these lists itself (int64 targets, float32 others), but typed.
     inputs = {
@@ -245,7 +225,8 @@ def _datum(r: Rollout, loss_fn: str) -> types.Datum:
         "advantages": _float32([0.0] * n_prompt + list(token_adv)),
     }
     if loss_fn in SEQUENCE_LOSSES:  # the completion is the sequence its ratio averages over
-        inputs["sequence_ratio_mask"] = _float32([0.0] * n_prompt + [1.0] * len(r.tokens))
+        sampled = r.mask if r.mask is not None else [1.0] * len(r.tokens)
+        inputs["sequence_ratio_mask"] = _float32([0.0] * n_prompt + list(sampled))
     return types.Datum(model_input=types.ModelInput.from_ints(full[:-1]), loss_fn_inputs=inputs)
 
 
@@ -263,12 +244,13 @@ async def _train(
     datums: list[types.Datum],
     config: RLConfig,
     step: int,
-    starts: list[int],
-) -> dict[str, float]:
-    """`num_substeps` optimizer steps over the batch (none if every group was dropped);
-    `starts[i]` is the target position of datum i's first sampled token."""
+    rollouts: list[Rollout],
+) -> tuple[dict[str, float], list[list[float]]]:
+    """`num_substeps` optimizer steps over the batch (none if every group was dropped), datum
+    i being `rollouts[i]`'s; the metrics, and the learner's log p of each rollout's tokens
+    (from the substep that trained it, before its optimizer step)."""
     if not datums:
-        return {"num_datums": 0.0}
+        return {"num_datums": 0.0}, []
     chunk = -(-len(datums) // config.num_substeps)
     submitted, parts = [], []
     for k in range(config.num_substeps):
@@ -276,17 +258,21 @@ async def _train(
         if not part:
             break
         parts.append(part)
-        first = starts[k * chunk : k * chunk + len(part)]
-        sampled = sum(d.model_input.length - s for d, s in zip(part, first, strict=True))
+        sampled = sum(r.sampled_count for r in rollouts[k * chunk : k * chunk + len(part)])
         adam = adam_params(config, step, config.max_steps, sampled)
         fb = client.forward_backward(part, config.loss_fn, config.loss_fn_config or None)
         submitted.append((fb, client.optim_step(adam), adam))
     losses, norms, clipped, gaps = [], [], [], []
+    learner: list[list[float]] = []
     optimizer: dict[str, float] = {}
     for k, ((fb, opt, adam), part) in enumerate(zip(submitted, parts, strict=True)):
         out = await fb
         losses.append(out.metrics["loss:sum"])
-        gaps += _sampler_learner_gaps(part, out, starts[k * chunk : k * chunk + len(part)])
+        part_gaps, part_learner = _sampler_learner_gaps(
+            rollouts[k * chunk : k * chunk + len(part)], out
+        )
+        gaps += part_gaps
+        learner += part_learner
         optimizer = optimizer_metrics(await opt, adam.grad_clip_norm)
         if "grad_norm" in optimizer:
             norms.append(optimizer["grad_norm"])
@@ -305,31 +291,37 @@ async def _train(
         metrics["grad_clipped"] = statistics.fmean(clipped)  # the share of substeps clipped
     if "param_norm" in optimizer:  # after the last substep
         metrics["param_norm"] = optimizer["param_norm"]
-    return metrics
+    return metrics, learner
 
 
 def _sampler_learner_gaps(
-    part: list[types.Datum], out: types.ForwardBackwardOutput, starts: list[int]
-) -> list[float]:
-    """log q - log p of each sampled token of `part` (target positions from `starts[i]` on;
-    the prompt's are not sampled), whatever its advantage."""
-    gaps = []
-    for datum, result, start in zip(part, out.loss_fn_outputs, starts, strict=True):
-        q = datum.loss_fn_inputs["logprobs"].to_torch()[start:]
-        p = result["logprobs"].to_torch()[start:]
-        gaps += (q - p).tolist()
-    return gaps
+    rollouts: list[Rollout], out: types.ForwardBackwardOutput
+) -> tuple[list[float], list[list[float]]]:
+    """log q - log p of every token the policy sampled (whatever its advantage; not the
+    prompt's, not an environment's reply), and the learner's log p of each rollout's tokens."""
+    gaps, learner = [], []
+    for r, result in zip(rollouts, out.loss_fn_outputs, strict=True):
+        p = result["logprobs"].to_torch()[len(r.prompt_tokens) - 1 :].tolist()
+        learner.append(p)
+        gaps += [q - lp for q, lp, s in zip(r.logprobs, p, r.sampled, strict=True) if s]
+    return gaps, learner
 
 
 def _rollout_metrics(
     groups: list[list[Rollout]], kept: list[list[Rollout]], sample_s: float
 ) -> dict[str, float]:
+    """Over every sampled token of every episode (environment replies are not sampled)."""
     rollouts = [r for g in groups for r in g]
     rewards = [r.reward for r in rollouts]
-    tokens = sum(len(r.tokens) for r in rollouts)
-    sampled_lp = [q for r in rollouts for q in r.logprobs]
-    kl = [q - b for r in rollouts for q, b in zip(r.logprobs, r.base_logprobs or [], strict=False)]
-    return {
+    tokens = sum(r.sampled_count for r in rollouts)
+    sampled_lp = [q for r in rollouts for q, s in zip(r.logprobs, r.sampled, strict=True) if s]
+    kl = [
+        q - b
+        for r in rollouts
+        for q, b, s in zip(r.logprobs, r.base_logprobs or [], r.sampled, strict=False)
+        if s
+    ]
+    metrics = {
         "reward_mean": statistics.fmean(rewards),
         "reward_std": statistics.pstdev(rewards),
         "frac_groups_dropped": 1.0 - len(kept) / len(groups),
@@ -339,55 +331,106 @@ def _rollout_metrics(
         "frac_terminated": statistics.fmean(float(r.completion.terminated) for r in rollouts),
         "sample_tokens_per_s": tokens / max(sample_s, 1e-9),
     }
+    if any(r.mask is not None or r.metrics for r in rollouts):  # an environment's episodes
+        turns = [sum(t["role"] == "assistant" for t in r.turns) for r in rollouts]
+        metrics["turns_mean"] = statistics.fmean(turns)
+        metrics["frac_truncated"] = statistics.fmean(float(r.truncated) for r in rollouts)
+        for key in sorted({k for r in rollouts for k in r.metrics}):
+            values = [r.metrics[key] for r in rollouts if key in r.metrics]
+            metrics[f"env/{key}"] = statistics.fmean(values)
+    return metrics
 
 
 async def _eval_reward(
     client: TrainingClient,
     renderer: Renderer,
     problems: list[Problem],
-    reward_fn: RewardFn,
+    factory: EnvFactory,
     config: RLConfig,
 ) -> float:
-    """Mean reward on held-out problems, sampled as training samples (same group size and
-    temperature, fixed seeds), so it is comparable with `reward_mean` from step to step."""
+    """Mean episode reward on held-out problems, sampled as training samples (same group size,
+    temperature and budgets, fixed seeds), so it is comparable with `reward_mean` from step
+    to step."""
     if not problems:
         return float("nan")
     policy = await client.save_weights_and_get_sampling_client()
-    futures = []
-    for i, problem in enumerate(problems):
-        params = types.SamplingParams(
-            max_tokens=config.max_tokens,
-            temperature=config.temperature,
-            stop=renderer.get_stop_sequences(),
-            seed=config.seed * 7919 + i,
-        )
-        prompt = renderer.build_generation_prompt(problem.messages)
-        futures.append(policy.sample(prompt, config.group_size, params))
-    rewards: list[float] = []
-    for problem, future in zip(problems, futures, strict=True):
-        completions = [_completion(list(seq.tokens), renderer) for seq in (await future).sequences]
-        rewards += reward_fn(problem, completions)
-    return statistics.fmean(rewards)
+    groups = await asyncio.gather(
+        *[
+            sample_group(
+                policy,
+                renderer,
+                factory,
+                problem,
+                config.group_size,
+                _params(config, renderer, config.seed * 7919 + i),
+                _budget(config),
+                seed=config.seed * 7919 + i,
+            )  # fmt: skip
+            for i, problem in enumerate(problems)
+        ]
+    )
+    return statistics.fmean(r.reward for g in groups for r in g)
 
 
-def _write_rollouts(
+def _write_rollouts(  # noqa: PLR0913
     path: Path,
     batch: list[Problem],
     groups: list[list[Rollout]],
     kept: list[list[Rollout]],
-    renderer: Renderer,
+    learner: list[list[float]],
+    tokenizer: Tokenizer,
 ) -> None:
+    """One line a group: its prompt, completions, rewards and advantages, and each episode's
+    turns and sampled tokens with the sampler's and the learner's logprobs (the rollout
+    inspector's data). `learner` follows the kept groups' rollouts in order."""
     if not records_here():  # rank 0 of a data-parallel run writes them
         return
     kept_ids = {id(g) for g in kept}
+    trained = iter(learner)
     with open(path, "w", encoding="utf-8") as f:
         for problem, group in zip(batch, groups, strict=True):
+            was_kept = id(group) in kept_ids
             record = {
                 "prompt": problem.messages[-1]["content"],
                 "answer": problem.answer,
                 "completions": [r.completion.text for r in group],
                 "rewards": [r.reward for r in group],
                 "advantages": [r.advantage for r in group],
-                "dropped": id(group) not in kept_ids,
+                "dropped": not was_kept,
+                "episodes": [
+                    _episode_record(r, next(trained) if was_kept and learner else None, tokenizer)
+                    for r in group
+                ],
             }
             f.write(json.dumps(record) + "\n")
+
+
+def _episode_record(
+    r: Rollout, learner: list[float] | None, tokenizer: Tokenizer
+) -> dict[str, object]:
+    turns = r.turns or [{"role": "assistant", "content": r.completion.text}]
+    turn_of_token, turn, previous = [], -1, False
+    assistant_turns = [i for i, t in enumerate(turns) if t["role"] == "assistant"]
+    for sampled in r.sampled:  # each run of sampled tokens is the next assistant turn
+        if sampled and not previous:
+            turn += 1
+        turn_of_token.append(assistant_turns[min(turn, len(assistant_turns) - 1)])
+        previous = sampled
+    tokens = [
+        {
+            "text": tokenizer.decode([t]),
+            "logprob": q,
+            "trainer_logprob": None if learner is None else learner[k],
+            "turn": turn_of_token[k],
+        }
+        for k, (t, q, s) in enumerate(zip(r.tokens, r.logprobs, r.sampled, strict=True))
+        if s
+    ]
+    return {
+        "turns": turns,
+        "tokens": tokens,
+        "truncated": r.truncated,
+        "version": r.version,
+        "reward": r.reward,
+        "advantage": r.advantage,
+    }

@@ -17,6 +17,7 @@ from thinker.bounds import (
     Number,
 )
 from thinker.engine.losses import CONFIG_KEYS
+from thinker.envs.config import EnvConfig
 from thinker.rewards.config import RewardConfig
 
 
@@ -35,6 +36,11 @@ class RLConfig(LoopConfig):
         default_factory=RewardConfig,
         description="What scores a completion: its answer against the reference (exact_match), "
         "a pattern, unit tests, your function, or a reward model.",
+    )
+    env: EnvConfig = Field(
+        default_factory=EnvConfig,
+        description="The environment of the episodes: single_turn (one answer a problem, "
+        "scored by the reward), tools, guess_number, or your own class.",
     )
     group_size: StrictInt = Field(
         8,
@@ -135,6 +141,11 @@ class RLConfig(LoopConfig):
             raise ValueError(
                 f"loss_fn_config: {sorted(unknown)} not read by {self.loss_fn!r} "
                 f"(it reads: {allowed})"
+            )
+        if self.loss_fn == "dro" and self.env.type != "single_turn":
+            raise ValueError(
+                "loss 'dro' penalises every token's logprob, environment replies included; "
+                "use it with env type single_turn"
             )
         if self.loss_fn == "dro" and "beta" not in self.loss_fn_config:
             raise ValueError("loss_fn_config: loss 'dro' needs {'beta': ...}")

@@ -1724,6 +1724,62 @@ export interface components {
             validation: components["schemas"]["ValidationPublic"];
         };
         /**
+         * EnvConfig
+         * @description Which environment the policy acts in (see thinker.envs).
+         */
+        EnvConfig: {
+            /**
+             * Class Path
+             * @description custom: 'module:Class', an EnvFactory subclass found next to the config or on the Python path; it runs in the trainer's process (trusted code).
+             */
+            class_path?: string | null;
+            /**
+             * Cpu S
+             * @default 5
+             */
+            cpu_s: number;
+            /**
+             * Max Episode Tokens
+             * @description Sampled tokens per episode at most, over every turn; null: max_tokens * max_turns.
+             */
+            max_episode_tokens?: number | null;
+            /**
+             * Max Turns
+             * @description Policy messages per episode at most (tools, guess_number, custom).
+             * @default 1
+             */
+            max_turns: number;
+            /**
+             * Memory Mb
+             * @default 256
+             */
+            memory_mb: number;
+            /**
+             * Options
+             * @description Settings passed to the environment: guess_number's low/high; a custom factory's keyword arguments.
+             */
+            options?: {
+                [key: string]: number | string | boolean;
+            };
+            /**
+             * Timeout S
+             * @default 10
+             */
+            timeout_s: number;
+            /**
+             * Tools
+             * @description tools: the tools offered (calculator: arithmetic; python: runs code in the sandbox and returns its output).
+             */
+            tools?: ("calculator" | "python")[];
+            /**
+             * Type
+             * @description single_turn: one answer per problem scored by the reward (classic RL); tools: the policy may call tools before its final answer; guess_number: a dialogue game (find a secret number from higher/lower replies); custom: your class.
+             * @default single_turn
+             * @enum {string}
+             */
+            type: "single_turn" | "tools" | "guess_number" | "custom";
+        };
+        /**
          * ErrorBody
          * @description Every error answer under /api. `detail` is always there; the other fields come with the
          *     errors they describe.
@@ -2285,6 +2341,21 @@ export interface components {
              */
             drop_constant_groups: boolean;
             /**
+             * @description The environment of the episodes: single_turn (one answer a problem, scored by the reward), tools, guess_number, or your own class.
+             * @default {
+             *       "cpu_s": 5,
+             *       "max_turns": 1,
+             *       "memory_mb": 256,
+             *       "options": {},
+             *       "timeout_s": 10,
+             *       "tools": [
+             *         "calculator"
+             *       ],
+             *       "type": "single_turn"
+             *     }
+             */
+            env: components["schemas"]["EnvConfig"];
+            /**
              * Eps
              * @description Adam's epsilon, added to the denominator.
              * @default 1e-8
@@ -2655,6 +2726,21 @@ export interface components {
              * @default true
              */
             drop_constant_groups: boolean;
+            /**
+             * @description The environment of the episodes: single_turn (one answer a problem, scored by the reward), tools, guess_number, or your own class.
+             * @default {
+             *       "cpu_s": 5,
+             *       "max_turns": 1,
+             *       "memory_mb": 256,
+             *       "options": {},
+             *       "timeout_s": 10,
+             *       "tools": [
+             *         "calculator"
+             *       ],
+             *       "type": "single_turn"
+             *     }
+             */
+            env: components["schemas"]["EnvConfig"];
             /**
              * Eps
              * @description Adam's epsilon, added to the denominator.
