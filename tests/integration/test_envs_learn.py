@@ -1,7 +1,8 @@
 """Multi-turn environments on thinker/tiny: episode rows line up with what the model scores.
 
-The policy is a short SL warm start on random games of guess-the-number, so that it follows
-the format (guesses that end their turn) and episodes go past their first turn.
+The policy is a short SL warm start on games of guess-the-number, half played well and half at
+random, so that it follows the format (guesses that end their turn) and RL has a better way of
+playing to reinforce.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from thinker.renderers.base import Message
 from thinker.rewards import ExactMatchReward, Problem
 from thinker.runs import RunLogger
 
-LOW, HIGH = 1, 3
-TURNS = 2
+LOW, HIGH = 1, 4
+TURNS = 3
 OPENING = f"I am thinking of a number from {LOW} to {HIGH}. Guess it."
 
 
@@ -34,17 +35,22 @@ def _write(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def _random_games(n: int, seed: int) -> list[dict]:
-    """Conversations of up to 3 random guesses, answered as the game answers them."""
+def _games(n: int, seed: int) -> list[dict]:
+    """Conversations of up to TURNS guesses, answered as the game answers them: half played
+    well (each guess one the hints so far allow), half at random (hints ignored, guesses
+    repeated), so the warm policy plays well about half the time."""
     rng, rows = random.Random(seed), []
-    for _ in range(n):
+    for k in range(n):
         secret, messages = rng.randint(LOW, HIGH), [{"role": "user", "content": OPENING}]
+        allowed = list(range(LOW, HIGH + 1))
         for _turn in range(TURNS):
-            guess = rng.randint(LOW, HIGH)
+            guess = rng.choice(allowed) if k % 2 == 0 else rng.randint(LOW, HIGH)
             messages.append({"role": "assistant", "content": str(guess)})
             if guess == secret:
                 break
-            messages.append({"role": "user", "content": "higher" if guess < secret else "lower"})
+            hint = "higher" if guess < secret else "lower"
+            allowed = [a for a in allowed if (a > guess if hint == "higher" else a < guess)]
+            messages.append({"role": "user", "content": hint})
         if messages[-1]["role"] == "user":
             messages.pop()
         rows.append({"messages": messages})
@@ -72,7 +78,7 @@ def _warm_start(root: Path, name: str, rows: list[dict], steps: int) -> str:
 @pytest.fixture(scope="module")
 def game(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("game")
-    return root, _warm_start(root, "warm", _random_games(400, seed=0), steps=150)
+    return root, _warm_start(root, "warm", _games(400, seed=0), steps=150)
 
 
 def test_episode_rows_line_up_with_what_the_model_scores(game: tuple[Path, str]) -> None:
