@@ -149,6 +149,24 @@ async def _sample_groups(
     """A group of episodes per problem of `batch`, sampled from `policy` (version `step`),
     every group's requests in flight together; each episode scored by its environment."""
     started = time.monotonic()
+    seeds = [config.seed * 1_000_003 + step * 1009 + i for i in range(len(batch))]
+    dro = config.loss_fn == "dro"
+    groups = await _play(policy, renderer, factory, batch, config, seeds, step, dro)
+    return groups, time.monotonic() - started
+
+
+async def _play(  # noqa: PLR0913
+    policy: SamplingClient,
+    renderer: Renderer,
+    factory: EnvFactory,
+    problems: list[Problem],
+    config: RLConfig,
+    seeds: list[int],
+    version: int = 0,
+    prompt_logprobs: bool = False,
+) -> list[list[Rollout]]:
+    """A group of `config.group_size` episodes of each problem, problem i seeded `seeds[i]`,
+    every group's requests in flight together (`prompt_logprobs`: for the dro loss)."""
     groups = await asyncio.gather(
         *[
             sample_group(
@@ -157,16 +175,16 @@ async def _sample_groups(
                 factory,
                 problem,
                 config.group_size,
-                _params(config, renderer, config.seed * 1_000_003 + step * 1009 + i),
+                _params(config, renderer, seed),
                 _budget(config),
-                seed=config.seed * 1_000_003 + step * 1009 + i,
-                version=step,
-                prompt_logprobs=config.loss_fn == "dro",
+                seed=seed,
+                version=version,
+                prompt_logprobs=prompt_logprobs,
             )  # fmt: skip
-            for i, problem in enumerate(batch)
+            for problem, seed in zip(problems, seeds, strict=True)
         ]
     )
-    return list(groups), time.monotonic() - started
+    return list(groups)
 
 
 def _params(config: RLConfig, renderer: Renderer, seed: int) -> types.SamplingParams:
@@ -354,21 +372,8 @@ async def _eval_reward(
     if not problems:
         return float("nan")
     policy = await client.save_weights_and_get_sampling_client()
-    groups = await asyncio.gather(
-        *[
-            sample_group(
-                policy,
-                renderer,
-                factory,
-                problem,
-                config.group_size,
-                _params(config, renderer, config.seed * 7919 + i),
-                _budget(config),
-                seed=config.seed * 7919 + i,
-            )  # fmt: skip
-            for i, problem in enumerate(problems)
-        ]
-    )
+    seeds = [config.seed * 7919 + i for i in range(len(problems))]
+    groups = await _play(policy, renderer, factory, problems, config, seeds)
     return statistics.fmean(r.reward for g in groups for r in g)
 
 
