@@ -129,6 +129,8 @@ export function useJobModels(jobId: string) {
   })
 }
 
+/** One step's rollouts (the latest for `step` null, refreshed while the job runs); the step on
+ * screen is kept while the next loads, so the inspector keeps its filter and colour mode. */
 export function useRollouts(jobId: string, step: number | null, live: boolean) {
   return useQuery({
     queryKey: ['jobs', jobId, 'rollouts', step],
@@ -138,6 +140,7 @@ export function useRollouts(jobId: string, step: number | null, live: boolean) {
           params: { path: { job_id: jobId }, query: step === null ? {} : { step } },
         }),
       ),
+    placeholderData: keepPreviousData,
     refetchInterval: live && step === null ? 5_000 : false,
   })
 }

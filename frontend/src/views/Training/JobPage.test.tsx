@@ -1,6 +1,7 @@
 import { act, cleanup, screen, waitFor } from '@testing-library/react'
 import userEvent from '@testing-library/user-event'
 import { afterEach, describe, expect, test, vi } from 'vitest'
+import { stepLines } from '../../components/Training/rollouts/testing'
 import { answer, job, renderAt, report } from '../../components/Training/testing'
 import { JobPage } from './JobPage'
 
@@ -56,6 +57,7 @@ function serveJob(overrides: Record<string, unknown> = {}, models: unknown[] = [
     'GET /api/jobs/job_1/logs': () => ({ body: { lines: ['[thinker] plan: {"total_steps": 10}'], total_lines: 1 } }),
     'GET /api/jobs/job_1/checkpoints': () => ({ body: { data: [] } }),
     'GET /api/models': () => ({ body: { data: models, count: models.length } }),
+    'GET /api/jobs/job_1/rollouts': () => ({ body: { steps: [1, 2], step: 2, data: stepLines() } }),
     'POST /api/jobs/job_1/cancel': () => ({ body: job({ ...overrides, state: 'cancelled' }) }),
   })
 }
@@ -163,6 +165,20 @@ describe('job page', () => {
     renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
     expect(await screen.findByTestId('parent-model')).toHaveTextContent('continues from mdl_parent')
     expect(screen.getByRole('link', { name: 'mdl_parent' })).toHaveAttribute('href', '/models/mdl_parent')
+  })
+})
+
+describe('an RL job', () => {
+  test('its Rollouts tab is the inspector: histograms, filters, episodes with their tokens', async () => {
+    const seen = serveJob({ algorithm: 'rl', name: 'arith-rl' })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    await userEvent.click(await screen.findByRole('tab', { name: 'Rollouts' }))
+    expect(await screen.findByRole('figure', { name: 'Sampler − trainer gap' })).toBeInTheDocument()
+    expect(screen.getByRole('button', { name: 'Latest (follows)' })).toHaveAttribute('aria-pressed', 'true')
+    await userEvent.click(screen.getByRole('radio', { name: /^Truncated/ }))
+    await userEvent.click(screen.getByRole('button', { name: /77777/ }))
+    expect(screen.getAllByTestId('token').map((t) => t.textContent)).toEqual(['77', '777', '↵\n', '∅'])
+    expect(seen).toContain('GET /api/jobs/job_1/rollouts')
   })
 })
 
