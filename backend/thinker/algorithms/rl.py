@@ -25,6 +25,7 @@ import json
 import random
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,16 @@ from thinker.algorithms.common import (
     stop_if_diverged,
 )
 from thinker.algorithms.episodes import Budget, Rollout, sample_group
-from thinker.algorithms.rl_config import RLConfig
+from thinker.algorithms.rl_config import AdvantageNorm, KLEstimator, RLConfig
+from thinker.algorithms.rl_variants import (
+    KL_ESTIMATORS,
+    advantages_G,
+    loss_units,
+    refill,
+    shape_rewards,
+    variant_metrics,
+    weigh_tokens,
+)
 from thinker.data import split_train_eval
 from thinker.data.problems import load_problems
 from thinker.engine import ServiceClient
@@ -92,17 +102,23 @@ async def main(
         policy = await client.save_weights_and_get_sampling_client()
         batch = _problems_of_step(train, step, config.groups_per_batch, config.seed)
         groups, sample_s = await _sample_groups(policy, renderer, factory, batch, config, step)
+        shape_rewards(groups, config)
+        play = partial(_play, policy, renderer, factory)
+        more = await refill(train, batch, groups, config, step, play)  # dynamic sampling
+        batch, groups, sample_s = more.batch, more.groups, sample_s + more.seconds
         kept = [g for g in groups if not (config.drop_constant_groups and _constant(g))]
-        group_advantages(kept)
+        group_advantages(kept, config.advantage_norm)
         await _base_logprobs(base, [r for g in groups for r in g])
         for group in kept:
-            _apply_kl_penalty(group, config.kl_coef)
+            _apply_kl_penalty(group, config.kl_coef, config.kl_estimator)
         trained = [r for g in kept for r in g]
+        weigh_tokens(trained, config)  # the loss aggregation's weights; overlong filter
         datums = [_datum(r, config.loss_fn) for r in trained]
         train_metrics, learner = await _train(client, datums, config, step, trained)
         _write_rollouts(run.rollout_file(step + 1), batch, groups, kept, learner, tokenizer)
         metrics = {
             **_rollout_metrics(groups, kept, sample_s),
+            **variant_metrics(groups, config, more.rounds),
             **train_metrics,
             "step_time_s": time.monotonic() - started,
         }
@@ -120,12 +136,12 @@ async def main(
     return result
 
 
-def group_advantages(groups: list[list[Rollout]]) -> None:
-    """Advantage = reward - the group's mean reward (no std normalisation, as the cookbook)."""
+def group_advantages(groups: list[list[Rollout]], norm: AdvantageNorm = "none") -> None:
+    """Advantage = reward - the group's mean reward (as the cookbook); with `norm` "std",
+    divided by the group's std + 1e-6 (GRPO's)."""
     for group in groups:
-        mean = statistics.fmean(r.reward for r in group)
-        for r in group:
-            r.advantage = r.reward - mean
+        for r, advantage in zip(group, advantages_G([r.reward for r in group], norm), strict=True):
+            r.advantage = advantage
 
 
 def _problems_of_step(problems: list[Problem], step: int, n: int, seed: int) -> list[Problem]:
@@ -216,14 +232,16 @@ async def _base_logprobs(base: SamplingClient, rollouts: list[Rollout]) -> None:
         assert len(r.base_logprobs) == len(logprobs), "no logprob is None past position 0"
 
 
-def _apply_kl_penalty(group: list[Rollout], kl_coef: float) -> None:
-    """Fold -kl_coef * (log q - log p_base) into each token's advantage (kept per token)."""
+def _apply_kl_penalty(group: list[Rollout], kl_coef: float, estimator: KLEstimator = "k1") -> None:
+    """Fold -kl_coef * the `estimator`'s per-token KL estimate (k1: log q - log p_base) into
+    each token's advantage (kept per token)."""
     if kl_coef <= 0:
         return
+    kl = KL_ESTIMATORS[estimator]
     for r in group:
         assert r.base_logprobs is not None
         r.token_advantages = [
-            r.advantage - kl_coef * (q - b)
+            r.advantage - kl_coef * kl(q, b)
             for q, b in zip(r.logprobs, r.base_logprobs, strict=True)
         ]
 
@@ -276,8 +294,8 @@ async def _train(
         if not part:
             break
         parts.append(part)
-        sampled = sum(r.sampled_count for r in rollouts[k * chunk : k * chunk + len(part)])
-        adam = adam_params(config, step, config.max_steps, sampled)
+        units = loss_units(rollouts[k * chunk : k * chunk + len(part)], config)
+        adam = adam_params(config, step, config.max_steps, units)
         fb = client.forward_backward(part, config.loss_fn, config.loss_fn_config or None)
         submitted.append((fb, client.optim_step(adam), adam))
     losses, norms, clipped, gaps = [], [], [], []

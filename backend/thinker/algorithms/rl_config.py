@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, StrictInt, field_validator, model_validator
+from pydantic import BaseModel, Field, StrictInt, field_validator, model_validator
 
 from thinker.algorithms.loop_config import LoopConfig, LrSchedule
 from thinker.bounds import (
@@ -14,11 +15,64 @@ from thinker.bounds import (
     MAX_STEPS,
     MAX_TEMPERATURE,
     MAX_TOKENS,
+    STRICT_NUMBERS,
     Number,
 )
 from thinker.engine.losses import CONFIG_KEYS
 from thinker.envs.config import EnvConfig
 from thinker.rewards.config import RewardConfig
+
+Variant = Literal["grpo", "dr_grpo", "dapo", "gspo", "custom"]
+AdvantageNorm = Literal["none", "std"]
+LossAggregation = Literal["token", "sequence", "constant"]
+Overlong = Literal["none", "filter", "soft"]
+KLEstimator = Literal["k1", "k3"]
+
+# What each variant sets where the config does not give the key itself; its loss_fn_config
+# only goes with its own loss_fn (TRAINING_GUIDE.md, "RL variants", says why each value).
+VARIANTS: dict[str, dict[str, object]] = {
+    "grpo": {"advantage_norm": "std", "loss_aggregation": "sequence", "kl_estimator": "k3"},
+    "dr_grpo": {"advantage_norm": "none", "loss_aggregation": "constant"},
+    "dapo": {
+        "advantage_norm": "std",
+        "loss_aggregation": "token",
+        "loss_fn": "ppo",
+        "loss_fn_config": {"clip_low_threshold": 0.8, "clip_high_threshold": 1.28},
+        "dynamic_sampling": True,
+        "overlong": "soft",
+    },
+    "gspo": {"advantage_norm": "std", "loss_aggregation": "sequence", "loss_fn": "gspo"},
+}
+# Losses whose value scales with the advantage (linear, or ppo's and gspo's clipped min,
+# positively homogeneous), so a per-token weight folded into the advantage weights the term.
+WEIGHABLE_LOSSES = frozenset({"importance_sampling", "ppo", "cispo", "gspo"})
+
+
+class FormatReward(BaseModel):
+    """+ weight to a completion that matches `pattern`."""
+
+    model_config = STRICT_NUMBERS
+
+    pattern: str = Field(description="A regular expression (Python re.search).")
+    weight: Number = Field(0.1, ge=-100, le=100, description="Added to the reward on a match.")
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise ValueError(f"not a regular expression: {e}") from e
+        return value
+
+
+class LengthPenalty(BaseModel):
+    """- coef per sampled token beyond `target`."""
+
+    model_config = STRICT_NUMBERS
+
+    target: StrictInt = Field(ge=0, le=MAX_TOKENS, description="Tokens free of penalty.")
+    coef: Number = Field(ge=0, le=100, description="Subtracted per token beyond target.")
 
 
 class RLConfig(LoopConfig):
@@ -82,6 +136,63 @@ class RLConfig(LoopConfig):
         le=100,
         description="Penalty on the sampled KL divergence from the base model; 0: off.",
     )
+    variant: Variant | None = Field(
+        None,
+        description="A preset of the keys below as its paper sets them; a key you give wins. "
+        "grpo: advantage_norm std, loss_aggregation sequence, kl_estimator k3. dr_grpo: "
+        "advantage_norm none, loss_aggregation constant. dapo: advantage_norm std, "
+        "loss_aggregation token, loss_fn ppo with clip thresholds 0.8 and 1.28, "
+        "dynamic_sampling true, overlong soft. gspo: advantage_norm std, loss_aggregation "
+        "sequence, loss_fn gspo. null or custom: none (each key's own default).",
+    )
+    advantage_norm: AdvantageNorm = Field(
+        "none",
+        description="none: advantage = reward - the group's mean (Dr. GRPO, the cookbook); std: "
+        "divided by the group's standard deviation + 1e-6 (GRPO, DAPO, GSPO).",
+    )
+    loss_aggregation: LossAggregation = Field(
+        "token",
+        description="How token terms add up: token: every sampled token of the batch alike "
+        "(DAPO); sequence: each completion's tokens averaged, then the completions (GRPO, "
+        "GSPO); constant: each completion's token sum over max_tokens (Dr. GRPO).",
+    )
+    dynamic_sampling: bool = Field(
+        False,
+        description="DAPO: sample more problems to replace the groups drop_constant_groups "
+        "drops, up to max_refill_rounds rounds a step.",
+    )
+    max_refill_rounds: StrictInt = Field(
+        3, ge=1, le=100, description="dynamic_sampling: extra sampling rounds a step at most."
+    )
+    overlong: Overlong = Field(
+        "none",
+        description="Completions cut at max_tokens: none: scored as they are; filter: "
+        "advantage 0, out of the loss; soft: DAPO's penalty, 0 up to max_tokens - "
+        "overlong_cache tokens, then down linearly to -1 at max_tokens.",
+    )
+    overlong_cache: StrictInt | None = Field(
+        None,
+        gt=0,
+        le=MAX_TOKENS,
+        description="overlong soft: the tokens over which the penalty ramps down to -1; null: "
+        "max_tokens // 4.",
+    )
+    kl_estimator: KLEstimator = Field(
+        "k1",
+        description="The per-token estimate of the KL to the base that kl_coef weighs, on the "
+        "sampled tokens: k1: log q - log p_base; k3: exp(log p_base - log q) - (log p_base - "
+        "log q) - 1, never negative.",
+    )
+    format_reward: FormatReward | None = Field(
+        None,
+        description="Reward shaping, before advantages: {pattern, weight}: + weight to a "
+        "completion matching the regular expression; null: off.",
+    )
+    length_penalty: LengthPenalty | None = Field(
+        None,
+        description="Reward shaping, before advantages: {target, coef}: - coef per sampled "
+        "token beyond target; null: off.",
+    )
     num_substeps: StrictInt = Field(
         1, gt=0, le=100, description="Optimizer steps per batch of rollouts."
     )
@@ -131,6 +242,58 @@ class RLConfig(LoopConfig):
                 "more, raise group_size)"
             )
         return value
+
+    def token_budget(self) -> int:
+        """The most tokens the policy samples in one episode: max_tokens single-turn; over
+        turns, max_tokens x max_turns or the env's max_episode_tokens if lower (the L_max of
+        Dr. GRPO's constant and DAPO's overlong penalty)."""
+        budget = self.max_tokens * self.env.max_turns
+        if self.env.max_episode_tokens is not None:
+            budget = min(budget, self.env.max_episode_tokens)
+        return budget
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_the_variant(cls, data: Any) -> Any:
+        """The variant's values of the keys `data` leaves out (what the config gives wins);
+        its loss_fn_config only with its own loss_fn, whose thresholds it is."""
+        if not isinstance(data, dict) or not isinstance(data.get("variant"), str):
+            return data
+        preset = VARIANTS.get(data["variant"], {})
+        filled = {**{k: v for k, v in preset.items() if k != "loss_fn_config"}, **data}
+        clip = preset.get("loss_fn_config")
+        own_loss = filled.get("loss_fn") == preset.get("loss_fn")
+        if isinstance(clip, dict) and "loss_fn_config" not in data and own_loss:
+            filled["loss_fn_config"] = dict(clip)
+        return filled
+
+    @model_validator(mode="after")
+    def _variant_keys_agree(self) -> RLConfig:
+        """Settings that contradict each other, all named at once."""
+        problems = []
+        if self.dynamic_sampling and not self.drop_constant_groups:
+            problems.append(
+                "dynamic_sampling replaces the groups drop_constant_groups drops; with "
+                "drop_constant_groups false there are none: set it true or dynamic_sampling false"
+            )
+        if self.loss_aggregation != "token" and self.loss_fn not in WEIGHABLE_LOSSES:
+            problems.append(
+                f"loss_aggregation {self.loss_aggregation!r} weights each token through its "
+                f"advantage, but {self.loss_fn!r} has a term without the advantage that the "
+                f"weight would miss; use loss_aggregation token or one of "
+                f"{sorted(WEIGHABLE_LOSSES)}"
+            )
+        if self.overlong_cache is not None and self.overlong != "soft":
+            problems.append("overlong_cache is read only with overlong soft")
+        budget = self.token_budget()
+        if self.overlong_cache is not None and self.overlong_cache > budget:
+            problems.append(
+                f"overlong_cache {self.overlong_cache} is longer than a completion can be "
+                f"({budget} tokens: max_tokens, or the episode's budget)"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @model_validator(mode="after")
     def _loss_fn_config_fits_the_loss(self) -> RLConfig:
