@@ -1819,6 +1819,23 @@ export interface components {
             /** Size Bytes */
             size_bytes: number;
         };
+        /**
+         * FormatReward
+         * @description + weight to a completion that matches `pattern`.
+         */
+        FormatReward: {
+            /**
+             * Pattern
+             * @description A regular expression (Python re.search).
+             */
+            pattern: string;
+            /**
+             * Weight
+             * @description Added to the reward on a match.
+             * @default 0.1
+             */
+            weight: number;
+        };
         /** HealthPublic */
         HealthPublic: {
             /** Auth Required */
@@ -1996,6 +2013,22 @@ export interface components {
             data: components["schemas"]["JobPublic"][];
         };
         JsonValue: unknown;
+        /**
+         * LengthPenalty
+         * @description - coef per sampled token beyond `target`.
+         */
+        LengthPenalty: {
+            /**
+             * Coef
+             * @description Subtracted per token beyond target.
+             */
+            coef: number;
+            /**
+             * Target
+             * @description Tokens free of penalty.
+             */
+            target: number;
+        };
         /**
          * LineCount
          * @description How many rows have a finding, and the line numbers of the first of them.
@@ -2318,6 +2351,13 @@ export interface components {
          */
         RLHFRLStageConfig: {
             /**
+             * Advantage Norm
+             * @description none: advantage = reward - the group's mean (Dr. GRPO, the cookbook); std: divided by the group's standard deviation + 1e-6 (GRPO, DAPO, GSPO).
+             * @default none
+             * @enum {string}
+             */
+            advantage_norm: "none" | "std";
+            /**
              * Beta1
              * @description Adam's decay of the gradient's mean.
              * @default 0.9
@@ -2340,6 +2380,12 @@ export interface components {
              * @default true
              */
             drop_constant_groups: boolean;
+            /**
+             * Dynamic Sampling
+             * @description DAPO: sample more problems to replace the groups drop_constant_groups drops, up to max_refill_rounds rounds a step.
+             * @default false
+             */
+            dynamic_sampling: boolean;
             /**
              * @description The environment of the episodes: single_turn (one answer a problem, scored by the reward), tools, guess_number, or your own class.
              * @default {
@@ -2377,6 +2423,8 @@ export interface components {
              * @default 0.1
              */
             eval_fraction: number;
+            /** @description Reward shaping, before advantages: {pattern, weight}: + weight to a completion matching the regular expression; null: off. */
+            format_reward?: components["schemas"]["FormatReward"] | null;
             /**
              * Grad Clip Norm
              * @description The most the global norm of the gradient of the mean loss (per trained token; DPO: per pair) may be; 0: no clipping.
@@ -2400,10 +2448,26 @@ export interface components {
              */
             kl_coef: number;
             /**
+             * Kl Estimator
+             * @description The per-token estimate of the KL to the base that kl_coef weighs, on the sampled tokens: k1: log q - log p_base; k3: exp(log p_base - log q) - (log p_base - log q) - 1, never negative.
+             * @default k1
+             * @enum {string}
+             */
+            kl_estimator: "k1" | "k3";
+            /**
              * Learning Rate
              * @description The learning rate; for pretrained models 1e-5 to 4e-5 (too high collapses the policy). Left out, the server proposes it from the data and the base model.
              */
             learning_rate?: number;
+            /** @description Reward shaping, before advantages: {target, coef}: - coef per sampled token beyond target; null: off. */
+            length_penalty?: components["schemas"]["LengthPenalty"] | null;
+            /**
+             * Loss Aggregation
+             * @description How token terms add up: token: every sampled token of the batch alike (DAPO); sequence: each completion's tokens averaged, then the completions (GRPO, GSPO); constant: each completion's token sum over max_tokens (Dr. GRPO).
+             * @default token
+             * @enum {string}
+             */
+            loss_aggregation: "token" | "sequence" | "constant";
             /**
              * Loss Fn
              * @description The policy-gradient loss.
@@ -2427,6 +2491,12 @@ export interface components {
              */
             lr_schedule: "linear" | "cosine" | "constant";
             /**
+             * Max Refill Rounds
+             * @description dynamic_sampling: extra sampling rounds a step at most.
+             * @default 3
+             */
+            max_refill_rounds: number;
+            /**
              * Max Steps
              * @description RL steps: each samples, scores and trains once. Left out, the server proposes it from the data and the base model.
              */
@@ -2442,6 +2512,18 @@ export interface components {
              * @default 1
              */
             num_substeps: number;
+            /**
+             * Overlong
+             * @description Completions cut at max_tokens: none: scored as they are; filter: advantage 0, out of the loss; soft: DAPO's penalty, 0 up to max_tokens - overlong_cache tokens, then down linearly to -1 at max_tokens.
+             * @default none
+             * @enum {string}
+             */
+            overlong: "none" | "filter" | "soft";
+            /**
+             * Overlong Cache
+             * @description overlong soft: the tokens over which the penalty ramps down to -1; null: max_tokens // 4.
+             */
+            overlong_cache?: number | null;
             /**
              * @description The judge the rm stage trains scores the completions: reward_model is the only type (null: the judge, as left out).
              * @default {
@@ -2464,6 +2546,11 @@ export interface components {
              * @default 1
              */
             temperature: number;
+            /**
+             * Variant
+             * @description A preset of the keys below as its paper sets them; a key you give wins. grpo: advantage_norm std, loss_aggregation sequence, kl_estimator k3. dr_grpo: advantage_norm none, loss_aggregation constant. dapo: advantage_norm std, loss_aggregation token, loss_fn ppo with clip thresholds 0.8 and 1.28, dynamic_sampling true, overlong soft. gspo: advantage_norm std, loss_aggregation sequence, loss_fn gspo. null or custom: none (each key's own default).
+             */
+            variant?: ("grpo" | "dr_grpo" | "dapo" | "gspo" | "custom") | null;
             /**
              * Warmup Steps
              * @description Steps over which the learning rate rises from 0 to its peak.
@@ -2709,6 +2796,13 @@ export interface components {
          */
         RLJobConfig: {
             /**
+             * Advantage Norm
+             * @description none: advantage = reward - the group's mean (Dr. GRPO, the cookbook); std: divided by the group's standard deviation + 1e-6 (GRPO, DAPO, GSPO).
+             * @default none
+             * @enum {string}
+             */
+            advantage_norm: "none" | "std";
+            /**
              * Beta1
              * @description Adam's decay of the gradient's mean.
              * @default 0.9
@@ -2726,6 +2820,12 @@ export interface components {
              * @default true
              */
             drop_constant_groups: boolean;
+            /**
+             * Dynamic Sampling
+             * @description DAPO: sample more problems to replace the groups drop_constant_groups drops, up to max_refill_rounds rounds a step.
+             * @default false
+             */
+            dynamic_sampling: boolean;
             /**
              * @description The environment of the episodes: single_turn (one answer a problem, scored by the reward), tools, guess_number, or your own class.
              * @default {
@@ -2763,6 +2863,8 @@ export interface components {
              * @default 0.1
              */
             eval_fraction: number;
+            /** @description Reward shaping, before advantages: {pattern, weight}: + weight to a completion matching the regular expression; null: off. */
+            format_reward?: components["schemas"]["FormatReward"] | null;
             /**
              * Grad Clip Norm
              * @description The most the global norm of the gradient of the mean loss (per trained token; DPO: per pair) may be; 0: no clipping.
@@ -2786,16 +2888,32 @@ export interface components {
              */
             kl_coef: number;
             /**
+             * Kl Estimator
+             * @description The per-token estimate of the KL to the base that kl_coef weighs, on the sampled tokens: k1: log q - log p_base; k3: exp(log p_base - log q) - (log p_base - log q) - 1, never negative.
+             * @default k1
+             * @enum {string}
+             */
+            kl_estimator: "k1" | "k3";
+            /**
              * Learning Rate
              * @description The learning rate; for pretrained models 1e-5 to 4e-5 (too high collapses the policy). Left out, the server proposes it from the data and the base model.
              */
             learning_rate?: number;
+            /** @description Reward shaping, before advantages: {target, coef}: - coef per sampled token beyond target; null: off. */
+            length_penalty?: components["schemas"]["LengthPenalty"] | null;
             /**
              * Lora Rank
              * @description The adapter's rank, its capacity; 32 suits most datasets.
              * @default 32
              */
             lora_rank: number;
+            /**
+             * Loss Aggregation
+             * @description How token terms add up: token: every sampled token of the batch alike (DAPO); sequence: each completion's tokens averaged, then the completions (GRPO, GSPO); constant: each completion's token sum over max_tokens (Dr. GRPO).
+             * @default token
+             * @enum {string}
+             */
+            loss_aggregation: "token" | "sequence" | "constant";
             /**
              * Loss Fn
              * @description The policy-gradient loss.
@@ -2819,6 +2937,12 @@ export interface components {
              */
             lr_schedule: "linear" | "cosine" | "constant";
             /**
+             * Max Refill Rounds
+             * @description dynamic_sampling: extra sampling rounds a step at most.
+             * @default 3
+             */
+            max_refill_rounds: number;
+            /**
              * Max Steps
              * @description RL steps: each samples, scores and trains once. Left out, the server proposes it from the data and the base model.
              */
@@ -2834,6 +2958,18 @@ export interface components {
              * @default 1
              */
             num_substeps: number;
+            /**
+             * Overlong
+             * @description Completions cut at max_tokens: none: scored as they are; filter: advantage 0, out of the loss; soft: DAPO's penalty, 0 up to max_tokens - overlong_cache tokens, then down linearly to -1 at max_tokens.
+             * @default none
+             * @enum {string}
+             */
+            overlong: "none" | "filter" | "soft";
+            /**
+             * Overlong Cache
+             * @description overlong soft: the tokens over which the penalty ramps down to -1; null: max_tokens // 4.
+             */
+            overlong_cache?: number | null;
             /**
              * Quantization
              * @description 4bit: QLoRA, the base weights quantized through bitsandbytes (the local backend on CUDA only); null: the base weights as they are.
@@ -2872,6 +3008,11 @@ export interface components {
              * @default 1
              */
             temperature: number;
+            /**
+             * Variant
+             * @description A preset of the keys below as its paper sets them; a key you give wins. grpo: advantage_norm std, loss_aggregation sequence, kl_estimator k3. dr_grpo: advantage_norm none, loss_aggregation constant. dapo: advantage_norm std, loss_aggregation token, loss_fn ppo with clip thresholds 0.8 and 1.28, dynamic_sampling true, overlong soft. gspo: advantage_norm std, loss_aggregation sequence, loss_fn gspo. null or custom: none (each key's own default).
+             */
+            variant?: ("grpo" | "dr_grpo" | "dapo" | "gspo" | "custom") | null;
             /**
              * Warmup Steps
              * @description Steps over which the learning rate rises from 0 to its peak.
