@@ -134,6 +134,11 @@ class RunDir:
         found = self.rollouts.glob("step_*.jsonl")
         return {int(f.stem.removeprefix("step_")): f for f in found if f.stem[5:].isdigit()}
 
+    def sample_buffer(self, step: int) -> Path:
+        """buffer/step_NNNNNN.json: an asynchronous RL run's batches sampled ahead of its
+        checkpoint at `step`, which a resume trains on (algorithms/rl_pipeline.py)."""
+        return self.path / "buffer" / f"step_{step:06d}.json"
+
     def log_tail(self, lines: int = 40) -> str:
         """The worker log's last `lines`: what a failed or lost job shows as its context."""
         try:

@@ -68,6 +68,15 @@ def test_what_cannot_train_data_parallel_is_refused(tmp_path: Path) -> None:
         refused = client.post("/api/jobs", json=body)
         assert refused.status_code == 422, refused.text
         assert "gpus: 2 trains a local sl, dpo or rl job data-parallel" in refused.text
+        body = {
+            "algorithm": "rl",
+            "dataset_id": problems,
+            "gpus": 2,
+            "config": {"max_steps_off_policy": 1},
+        }
+        refused = client.post("/api/jobs", json=body)
+        assert refused.status_code == 422, refused.text
+        assert "asynchronous RL runs as one process" in refused.text
         chat = add_dataset(client, ARITHMETIC, "chat")
         body = {"algorithm": "sl", "dataset_id": chat, "gpus": 9}
         assert client.post("/api/jobs", json=body).status_code == 422  # 8 at most

@@ -16,7 +16,7 @@ import pytest
 from tinker import types
 
 import thinker
-from thinker.algorithms.episodes import Budget, reply_tokens, sample_group
+from thinker.algorithms.episodes import Budget, reply_tokens, sample_groups
 from thinker.algorithms.sl import SLConfig
 from thinker.algorithms.sl import main as sl_main
 from thinker.envs import EnvConfig, EnvStep, build_env_factory
@@ -95,8 +95,8 @@ def test_episode_rows_line_up_with_what_the_model_scores(game: tuple[Path, str])
     factory = build_env_factory(env, ExactMatchReward(), renderer.name)
     params = types.SamplingParams(max_tokens=12, stop=renderer.get_stop_sequences(), seed=5)
     problem = Problem(messages=[Message(role="user", content=OPENING)], answer="3")
-    rollouts = asyncio.run(
-        sample_group(policy, renderer, factory, problem, 8, params, Budget(12, 3), seed=1)
+    (rollouts,) = asyncio.run(
+        sample_groups(policy, renderer, factory, [problem], 8, [params], Budget(12, 3), [1])
     )
     assert any(r.mask is not None for r in rollouts), "some episode went past its first turn"
     for r in rollouts:

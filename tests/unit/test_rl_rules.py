@@ -1,5 +1,5 @@
-"""RL's rules that need no training: the temperature it accepts, and which tokens its
-sampler-vs-learner metric covers."""
+"""RL's rules that need no training: the temperature it accepts, which tokens its
+sampler-vs-learner metric covers, and when that metric warns."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ import pytest
 from pydantic import ValidationError
 from tinker import types
 
-from thinker.algorithms.rl import RLConfig, Rollout, _datum, _sampler_learner_gaps
+from thinker.algorithms.rl import (
+    RLConfig,
+    Rollout,
+    _datum,
+    _sampler_learner_gaps,
+    gap_warning,
+)
 from thinker.rewards import Completion
 
 
@@ -68,3 +74,20 @@ def test_an_episode_trains_and_measures_only_the_policys_own_tokens() -> None:
     )
     gaps, _ = _sampler_learner_gaps([r], out)
     assert gaps == pytest.approx([0.0, 0.25, 0.5])
+
+
+def test_the_gap_warns_outside_its_healthy_range() -> None:
+    """Synchronous with one substep the sampler and the learner score the same weights: a gap
+    above 0.01 is a mismatch. Sampling k steps ahead the learner has moved on: only above 0.3
+    (too stale for the learning rate). With several substeps the later ones are off-policy by
+    design: no bound."""
+    sync = RLConfig(dataset=Path("p.jsonl"))
+    ahead = RLConfig(dataset=Path("p.jsonl"), max_steps_off_policy=2)
+    substeps = RLConfig(dataset=Path("p.jsonl"), num_substeps=2)
+    assert gap_warning({"kl_sample_train": 3e-8}, sync) is None
+    assert "disagree" in (gap_warning({"kl_sample_train": -0.02}, sync) or "")
+    assert gap_warning({"kl_sample_train": 0.11}, ahead) is None
+    assert "too stale" in (gap_warning({"kl_sample_train": 0.4}, ahead) or "")
+    assert gap_warning({"kl_sample_train": 0.2}, substeps) is None
+    with pytest.raises(ValidationError, match="max_steps_off_policy"):
+        RLConfig(dataset=Path("p.jsonl"), max_steps_off_policy=-1)

@@ -16,7 +16,7 @@ from typing import Any
 
 from tinker import types
 
-from thinker.engine.protocols import SamplingClient
+from thinker.engine.protocols import APIFuture, SamplingClient, together
 from thinker.envs.base import Env, EnvFactory, EnvStep
 from thinker.envs.tools import ToolCallError, parse_tool_calls
 from thinker.errors import ConfigError
@@ -84,71 +84,99 @@ class _Live:
     prompt_logprobs: list[float] | None = None
 
 
-async def sample_group(  # noqa: PLR0913
+async def sample_groups(  # noqa: PLR0913
     policy: SamplingClient,
     renderer: Renderer,
     factory: EnvFactory,
-    problem: Problem,
+    problems: list[Problem],
     size: int,
-    params: types.SamplingParams,
+    params: list[types.SamplingParams],
     budget: Budget,
-    seed: int,
+    seeds: list[int],
     version: int = 0,
     prompt_logprobs: bool = False,
-) -> list[Rollout]:
-    """`size` episodes of `problem`. The first turn's completions come from one request when
-    every episode opens alike (as single-turn RL samples a group); later turns, one request per
-    episode. `params.seed` seeds the first turn; turn t of episode j adds t * 7919 + j."""
-    envs = factory.group(problem, size, seed)
-    live = []
-    for env in envs:
-        messages = env.initial_messages()
-        live.append(_Live(env, messages, renderer.build_generation_prompt(messages).to_ints()))
-    if len({tuple(e.prompt) for e in live}) == 1:
-        response = await policy.sample(
-            types.ModelInput.from_ints(live[0].prompt), size, params,
-            include_prompt_logprobs=prompt_logprobs,
-        )  # fmt: skip
-        first = list(response.sequences)
-        if prompt_logprobs:
-            assert response.prompt_logprobs is not None, "asked for with include_prompt_logprobs"
-            values = [0.0 if v is None else v for v in response.prompt_logprobs]
-            for e in live:
-                e.prompt_logprobs = values
-    else:
-        if prompt_logprobs:
-            raise ConfigError("the dro loss needs every episode of a group to open alike")
+) -> list[list[Rollout]]:
+    """`size` episodes of each of `problems`, problem i's environments seeded `seeds[i]` and
+    sampled with `params[i]`. The episodes play turn by turn together: each turn's requests,
+    every group's, are made in one burst (`together`), so the local engine decodes the same
+    batches whatever the timing. A group's first turn is one request when all its episodes
+    open alike (as single-turn RL samples a group); later turns, one request per episode.
+    `params[i].seed` seeds the first turn; turn t of episode j adds t * 7919 + j."""
+    groups = []
+    for problem, seed in zip(problems, seeds, strict=True):
+        live = []
+        for env in factory.group(problem, size, seed):
+            messages = env.initial_messages()
+            live.append(_Live(env, messages, renderer.build_generation_prompt(messages).to_ints()))
+        groups.append(live)
+    with together(policy):
         first = [
-            await f for f in [_sample(policy, e, params, budget, 0, j) for j, e in enumerate(live)]
+            _first_requests(policy, live, p, budget, prompt_logprobs)
+            for live, p in zip(groups, params, strict=True)
         ]
-    for e, seq in zip(live, first, strict=True):
-        _take(e, seq, renderer, budget, 0)
+    for live, requests in zip(groups, first, strict=True):
+        responses = [await r for r in requests]
+        if len(responses) == 1:  # one request for the whole group
+            sequences = list(responses[0].sequences)
+            if prompt_logprobs:
+                got = responses[0].prompt_logprobs
+                assert got is not None, "asked for with include_prompt_logprobs"
+                for e in live:
+                    e.prompt_logprobs = [0.0 if v is None else v for v in got]
+        else:
+            sequences = [r.sequences[0] for r in responses]
+        for e, seq in zip(live, sequences, strict=True):
+            _take(e, seq, renderer, budget, 0)
     for turn in range(1, budget.max_turns):
-        playing = [(j, e) for j, e in enumerate(live) if not e.done]
+        playing = [
+            (e, p, j)
+            for live, p in zip(groups, params, strict=True)
+            for j, e in enumerate(live)
+            if not e.done
+        ]
         if not playing:
             break
-        futures = [_sample(policy, e, params, budget, turn, j) for j, e in playing]
-        for (_, e), seq in zip(playing, await asyncio.gather(*futures), strict=True):
-            _take(e, seq, renderer, budget, turn)
-    finals = factory.final_rewards(problem, [e.last for e in live])
-    return [_rollout(e, final, version) for e, final in zip(live, finals, strict=True)]
+        with together(policy):
+            requests = [_request(policy, e, p, budget, turn, j) for e, p, j in playing]
+        for (e, _, _), response in zip(playing, await asyncio.gather(*requests), strict=True):
+            _take(e, response.sequences[0], renderer, budget, turn)
+    rollouts = []
+    for problem, live in zip(problems, groups, strict=True):
+        finals = factory.final_rewards(problem, [e.last for e in live])
+        rollouts.append([_rollout(e, f, version) for e, f in zip(live, finals, strict=True)])
+    return rollouts
 
 
-async def _sample(
+def _first_requests(
+    policy: SamplingClient,
+    live: list[_Live],
+    params: types.SamplingParams,
+    budget: Budget,
+    prompt_logprobs: bool,
+) -> list[APIFuture[types.SampleResponse]]:
+    """A group's first turn: one request for all its episodes when they open alike."""
+    if len({tuple(e.prompt) for e in live}) == 1:
+        prompt = types.ModelInput.from_ints(live[0].prompt)
+        return [policy.sample(prompt, len(live), params, include_prompt_logprobs=prompt_logprobs)]
+    if prompt_logprobs:
+        raise ConfigError("the dro loss needs every episode of a group to open alike")
+    return [_request(policy, e, params, budget, 0, j) for j, e in enumerate(live)]
+
+
+def _request(  # noqa: PLR0913
     policy: SamplingClient,
     e: _Live,
     params: types.SamplingParams,
     budget: Budget,
     turn: int,
     j: int,
-) -> types.SampledSequence:
+) -> APIFuture[types.SampleResponse]:
     left = budget.max_tokens
     if budget.max_episode_tokens is not None:
         left = min(left, budget.max_episode_tokens - e.sampled)
     seed = None if params.seed is None else params.seed + turn * 7919 + j
     turn_params = params.model_copy(update={"max_tokens": left, "seed": seed})
-    response = await policy.sample(types.ModelInput.from_ints(e.prompt + e.row), 1, turn_params)
-    return response.sequences[0]
+    return policy.sample(types.ModelInput.from_ints(e.prompt + e.row), 1, turn_params)
 
 
 def _take(

@@ -20,8 +20,9 @@ training. Each step's rollouts (prompt, completions, rewards, advantages) go to
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import json
+import os
 import random
 import statistics
 import time
@@ -41,8 +42,15 @@ from thinker.algorithms.common import (
     start_or_resume,
     stop_if_diverged,
 )
-from thinker.algorithms.episodes import Budget, Rollout, sample_group
+from thinker.algorithms.episodes import Budget, Rollout, sample_groups
 from thinker.algorithms.rl_config import AdvantageNorm, KLEstimator, RLConfig
+from thinker.algorithms.rl_pipeline import (
+    Lookahead,
+    Sampled,
+    load_buffer,
+    save_buffer,
+    stale_groups,
+)
 from thinker.algorithms.rl_variants import (
     KL_ESTIMATORS,
     advantages_G,
@@ -55,8 +63,9 @@ from thinker.algorithms.rl_variants import (
 from thinker.data import split_train_eval
 from thinker.data.problems import load_problems
 from thinker.engine import ServiceClient
-from thinker.engine.protocols import SamplingClient, TrainingClient
+from thinker.engine.protocols import SamplingClient, TrainingClient, together
 from thinker.envs import EnvFactory, build_env_factory
+from thinker.errors import ConfigError
 from thinker.files import records_here
 from thinker.renderers import Renderer, renderer_for
 from thinker.renderers.turns import Tokenizer
@@ -91,49 +100,161 @@ async def main(
     base = await service.create_sampling_client(base_model=config.base_model)
     run.rollouts.mkdir(exist_ok=True)
 
-    # Loop: sample groups from a snapshot of the policy, score, train, log.
+    # Loop: sample groups from a snapshot of the policy (k steps ahead: rl_pipeline), score,
+    # train, log.
     result, metrics = start.result, {}
     if start.step == 0:  # the starting point, for comparison with every later evaluation
         eval_reward = await _eval_reward(client, renderer, held_out, factory, config)
         logger.log_metrics({"eval_reward_mean": eval_reward}, step=0)
     logger.log_event("plan", {"total_steps": config.max_steps, "start_step": start.step})
-    for step in range(start.step, config.max_steps):
-        started = time.monotonic()
-        policy = await client.save_weights_and_get_sampling_client()
-        batch = _problems_of_step(train, step, config.groups_per_batch, config.seed)
-        groups, sample_s = await _sample_groups(policy, renderer, factory, batch, config, step)
-        shape_rewards(groups, config)
-        play = partial(_play, policy, renderer, factory)
-        more = await refill(train, batch, groups, config, step, play)  # dynamic sampling
-        batch, groups, sample_s = more.batch, more.groups, sample_s + more.seconds
-        kept = [g for g in groups if not (config.drop_constant_groups and _constant(g))]
-        group_advantages(kept, config.advantage_norm)
-        await _base_logprobs(base, [r for g in groups for r in g])
-        for group in kept:
-            _apply_kl_penalty(group, config.kl_coef, config.kl_estimator)
-        trained = [r for g in kept for r in g]
-        weigh_tokens(trained, config)  # the loss aggregation's weights; overlong filter
-        datums = [_datum(r, config.loss_fn) for r in trained]
-        train_metrics, learner = await _train(client, datums, config, step, trained)
-        _write_rollouts(run.rollout_file(step + 1), batch, groups, kept, learner, tokenizer)
-        metrics = {
-            **_rollout_metrics(groups, kept, sample_s),
-            **variant_metrics(groups, config, more.rounds),
-            **train_metrics,
-            "step_time_s": time.monotonic() - started,
-        }
-        done = step + 1
-        if is_due(done, config.eval_every, config.max_steps):
-            metrics["eval_reward_mean"] = await _eval_reward(
-                client, renderer, held_out, factory, config
-            )
-        logger.log_metrics(metrics, step=done)
-        stop_if_diverged(metrics, done, "loss", config)
-        if is_due(done, config.save_every, config.max_steps):
-            result = await save_checkpoint(client, run, done, logger)
+    k = config.max_steps_off_policy
+    if k and os.environ.get("WORLD_SIZE", "1") != "1":  # torchrun's ranks of a gpus: N job
+        raise ConfigError(
+            "max_steps_off_policy: asynchronous RL runs as one process: the ranks of a "
+            "data-parallel run must call the engine in one order, which overlapping sampling "
+            "with training does not keep; use 0"
+        )
+    lookahead = Lookahead(k, config.max_steps - 1)
+    warned = False
+    lookahead.load(load_buffer(run.sample_buffer(start.step), start.step) if start.step else [])
+    try:
+        for step in range(start.step, config.max_steps):
+            started = time.monotonic()
+            policy = await client.save_weights_and_get_sampling_client()
+            lookahead.fill(step, partial(_collect, policy, step, train, renderer, factory, config))
+            sampled = await lookahead.take(step)
+            waited = time.monotonic() - started
+            stale = stale_groups(sampled, step, k)
+            if stale:  # kept by a checkpoint of a run with a larger k: sampled again
+                sampled = await _resample(sampled, stale, policy, step, renderer, factory, config)
+            batch, groups = sampled.batch, sampled.groups
+            kept = [g for g in groups if not (config.drop_constant_groups and _constant(g))]
+            group_advantages(kept, config.advantage_norm)
+            await _base_logprobs(base, [r for g in groups for r in g])
+            for group in kept:
+                _apply_kl_penalty(group, config.kl_coef, config.kl_estimator)
+            trained = [r for g in kept for r in g]
+            weigh_tokens(trained, config)  # the loss aggregation's weights; overlong filter
+            datums = [_datum(r, config.loss_fn) for r in trained]
+            train_metrics, learner = await _train(client, datums, config, step, trained)
+            _write_rollouts(run.rollout_file(step + 1), batch, groups, kept, learner, tokenizer)
+            metrics = {
+                **_rollout_metrics(groups, kept, sampled.seconds),
+                **variant_metrics(groups, config, sampled.rounds),
+                **train_metrics,
+                **(_staleness_metrics(groups, step, len(stale), waited) if k else {}),
+                "step_time_s": time.monotonic() - started,
+            }
+            done = step + 1
+            if is_due(done, config.eval_every, config.max_steps):
+                metrics["eval_reward_mean"] = await _eval_reward(
+                    client, renderer, held_out, factory, config
+                )
+            logger.log_metrics(metrics, step=done)
+            if not warned and (warning := gap_warning(metrics, config)):
+                print(f"[thinker] warning: step {done}: {warning}", flush=True)
+                warned = True  # once a run: the dashboard shows it on every step it holds
+            stop_if_diverged(metrics, done, "loss", config)
+            if is_due(done, config.save_every, config.max_steps):
+                if k:  # the batches sampled ahead, from weights no checkpoint holds
+                    save_buffer(run.sample_buffer(done), done, k, await lookahead.ahead())
+                result = await save_checkpoint(client, run, done, logger)
+    finally:
+        await lookahead.close()
     result.steps = config.max_steps
     result.final_metrics = metrics
     return result
+
+
+async def _collect(  # noqa: PLR0913
+    policy: SamplingClient,
+    version: int,
+    train: list[Problem],
+    renderer: Renderer,
+    factory: EnvFactory,
+    config: RLConfig,
+    step: int,
+) -> Sampled:
+    """The batch of `step`, sampled from `policy` (the weights after `version` steps) and
+    scored: rewards shaped, and refilled under dynamic sampling."""
+    batch = _problems_of_step(train, step, config.groups_per_batch, config.seed)
+    started = time.monotonic()
+    seeds = _seeds(config, step, len(batch))
+    dro = config.loss_fn == "dro"
+    groups = await _play(policy, renderer, factory, batch, config, seeds, version, dro)
+    sample_s = time.monotonic() - started
+    shape_rewards(groups, config)
+
+    async def play(
+        problems: list[Problem], config: RLConfig, seeds: list[int], _: int, dro: bool
+    ) -> list[list[Rollout]]:
+        return await _play(policy, renderer, factory, problems, config, seeds, version, dro)
+
+    more = await refill(train, batch, groups, config, step, play)  # dynamic sampling
+    return Sampled(step, more.batch, more.groups, more.rounds, sample_s + more.seconds)
+
+
+async def _resample(  # noqa: PLR0913
+    sampled: Sampled,
+    stale: list[int],
+    policy: SamplingClient,
+    step: int,
+    renderer: Renderer,
+    factory: EnvFactory,
+    config: RLConfig,
+) -> Sampled:
+    """`sampled` with its `stale` groups sampled again from `policy` (version `step`), with
+    the seeds they had."""
+    problems = [sampled.batch[i] for i in stale]
+    seeds = [_seeds(config, step, len(sampled.batch))[i] for i in stale]
+    dro = config.loss_fn == "dro"
+    fresh = await _play(policy, renderer, factory, problems, config, seeds, step, dro)
+    shape_rewards(fresh, config)
+    groups = list(sampled.groups)
+    for i, group in zip(stale, fresh, strict=True):
+        groups[i] = group
+    return dataclasses.replace(sampled, groups=groups)
+
+
+def _seeds(config: RLConfig, step: int, n: int) -> list[int]:
+    """The sampling seed of each of a step's n groups."""
+    return [config.seed * 1_000_003 + step * 1009 + i for i in range(n)]
+
+
+def _staleness_metrics(
+    groups: list[list[Rollout]], step: int, stale: int, waited: float
+) -> dict[str, float]:
+    """How old the step's samples were (in steps), how many groups were too old (dropped and
+    sampled again), and how long training waited for them."""
+    ages = [step - g[0].version for g in groups if g]
+    return {
+        "staleness_mean": statistics.fmean(ages) if ages else 0.0,
+        "staleness_max": float(max(ages, default=0)),
+        "frac_groups_stale": stale / max(len(groups), 1),
+        "batch_wait_s": waited,
+    }
+
+
+# The sampler-learner gap's healthy bound (TRAINING_GUIDE.md, Metrics): synchronous with one
+# substep the two score the same weights; sampling k steps ahead, the learner has moved on.
+GAP_ON_POLICY, GAP_OFF_POLICY = 0.01, 0.3
+
+
+def gap_warning(metrics: dict[str, float], config: RLConfig) -> str | None:
+    """Why a step's `kl_sample_train` is out of its healthy range, or None."""
+    gap = abs(metrics.get("kl_sample_train", 0.0))
+    if config.max_steps_off_policy > 0 and gap > GAP_OFF_POLICY:
+        return (
+            f"kl_sample_train {gap:.3g} > {GAP_OFF_POLICY}: the samples are too stale for this "
+            "learning rate; lower max_steps_off_policy or learning_rate"
+        )
+    if config.max_steps_off_policy == 0 and config.num_substeps == 1 and gap > GAP_ON_POLICY:
+        return (
+            f"kl_sample_train {gap:.3g} > {GAP_ON_POLICY}: the sampler and the learner disagree "
+            "on the same weights (a numerics mismatch or a bug); importance ratios correct "
+            "for it, but report it with the run directory"
+        )
+    return None
 
 
 def group_advantages(groups: list[list[Rollout]], norm: AdvantageNorm = "none") -> None:
@@ -154,23 +275,6 @@ def _problems_of_step(problems: list[Problem], step: int, n: int, seed: int) -> 
     return [problems[i] for i in chosen]
 
 
-async def _sample_groups(
-    policy: SamplingClient,
-    renderer: Renderer,
-    factory: EnvFactory,
-    batch: list[Problem],
-    config: RLConfig,
-    step: int,
-) -> tuple[list[list[Rollout]], float]:
-    """A group of episodes per problem of `batch`, sampled from `policy` (version `step`),
-    every group's requests in flight together; each episode scored by its environment."""
-    started = time.monotonic()
-    seeds = [config.seed * 1_000_003 + step * 1009 + i for i in range(len(batch))]
-    dro = config.loss_fn == "dro"
-    groups = await _play(policy, renderer, factory, batch, config, seeds, step, dro)
-    return groups, time.monotonic() - started
-
-
 async def _play(  # noqa: PLR0913
     policy: SamplingClient,
     renderer: Renderer,
@@ -182,25 +286,12 @@ async def _play(  # noqa: PLR0913
     prompt_logprobs: bool = False,
 ) -> list[list[Rollout]]:
     """A group of `config.group_size` episodes of each problem, problem i seeded `seeds[i]`,
-    every group's requests in flight together (`prompt_logprobs`: for the dro loss)."""
-    groups = await asyncio.gather(
-        *[
-            sample_group(
-                policy,
-                renderer,
-                factory,
-                problem,
-                config.group_size,
-                _params(config, renderer, seed),
-                _budget(config),
-                seed=seed,
-                version=version,
-                prompt_logprobs=prompt_logprobs,
-            )  # fmt: skip
-            for problem, seed in zip(problems, seeds, strict=True)
-        ]
-    )
-    return list(groups)
+    every group's requests of a turn made together (`prompt_logprobs`: for the dro loss)."""
+    params = [_params(config, renderer, seed) for seed in seeds]
+    return await sample_groups(
+        policy, renderer, factory, problems, config.group_size, params, _budget(config),
+        seeds, version, prompt_logprobs,
+    )  # fmt: skip
 
 
 def _params(config: RLConfig, renderer: Renderer, seed: int) -> types.SamplingParams:
@@ -222,10 +313,11 @@ def _constant(group: list[Rollout]) -> bool:
 
 async def _base_logprobs(base: SamplingClient, rollouts: list[Rollout]) -> None:
     """log p_base of every sampled token (for the KL estimate and the optional penalty)."""
-    futures = [
-        base.compute_logprobs(types.ModelInput.from_ints(r.prompt_tokens + r.tokens))
-        for r in rollouts
-    ]
+    with together(base):  # scored in the same batches whatever the timing
+        futures = [
+            base.compute_logprobs(types.ModelInput.from_ints(r.prompt_tokens + r.tokens))
+            for r in rollouts
+        ]
     for r, future in zip(rollouts, futures, strict=True):
         logprobs = (await future)[len(r.prompt_tokens) :]
         r.base_logprobs = [float(v) for v in logprobs if v is not None]

@@ -196,6 +196,14 @@ class RLConfig(LoopConfig):
     num_substeps: StrictInt = Field(
         1, gt=0, le=100, description="Optimizer steps per batch of rollouts."
     )
+    max_steps_off_policy: StrictInt = Field(
+        0,
+        ge=0,
+        le=16,
+        description="Asynchronous training: sample each batch this many steps ahead of "
+        "training, from the weights of that many steps before (sampling overlaps training); "
+        "0: synchronous, each batch sampled from the current weights.",
+    )
     max_steps: StrictInt = Field(
         20, gt=0, le=MAX_STEPS, description="RL steps: each samples, scores and trains once."
     )

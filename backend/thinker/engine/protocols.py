@@ -11,6 +11,7 @@ At run time this module imports neither torch nor tinker: `thinker.engine` stays
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
@@ -68,6 +69,15 @@ class SamplingClient(Protocol):
         ...
 
     def get_tokenizer(self) -> PreTrainedTokenizerBase: ...
+
+
+def together(client: object) -> contextlib.AbstractContextManager[object]:
+    """A block whose requests to `client` are batched together: the local sampler's `burst`
+    (it otherwise batches requests by arrival, so that timing would decide which share a batch
+    and, in the last bits, their logprobs). Elsewhere a no-op: Tinker's service batches as
+    it will."""
+    burst = getattr(client, "burst", None)
+    return burst() if burst is not None else contextlib.nullcontext()
 
 
 class TrainingClient(Protocol):

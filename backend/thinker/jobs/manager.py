@@ -201,6 +201,11 @@ class JobManager:
                 f"{DATA_PARALLEL[-1]} job data-parallel (or spreads a batch job's actors); "
                 f"a {backend} {algorithm} job runs as one process (gpus: 1)"
             )
+        if gpus > 1 and algorithm == "rl" and config.get("max_steps_off_policy"):
+            raise ConfigError(
+                f"config.max_steps_off_policy: asynchronous RL runs as one process; with gpus: "
+                f"{gpus} use 0 (each rank samples and trains in step with the others)"
+            )
         if gpus > 1 and 0 < self.gpus < gpus:
             raise ConfigError(f"gpus: {gpus}, but this server has {self.gpus} GPU(s)")
         cores = os.cpu_count() or 1

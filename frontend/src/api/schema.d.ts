@@ -2502,6 +2502,12 @@ export interface components {
              */
             max_steps?: number;
             /**
+             * Max Steps Off Policy
+             * @description Asynchronous training: sample each batch this many steps ahead of training, from the weights of that many steps before (sampling overlaps training); 0: synchronous, each batch sampled from the current weights.
+             * @default 0
+             */
+            max_steps_off_policy: number;
+            /**
              * Max Tokens
              * @description Tokens per completion; leave room above the longest good answer. Left out, the server proposes it from the data and the base model.
              */
@@ -2947,6 +2953,12 @@ export interface components {
              * @description RL steps: each samples, scores and trains once. Left out, the server proposes it from the data and the base model.
              */
             max_steps?: number;
+            /**
+             * Max Steps Off Policy
+             * @description Asynchronous training: sample each batch this many steps ahead of training, from the weights of that many steps before (sampling overlaps training); 0: synchronous, each batch sampled from the current weights.
+             * @default 0
+             */
+            max_steps_off_policy: number;
             /**
              * Max Tokens
              * @description Tokens per completion; leave room above the longest good answer. Left out, the server proposes it from the data and the base model.

@@ -13,6 +13,7 @@ describe('metric registry', () => {
       'eval_win_rate_vs_sl', 'eval_judge_score_sl', 'eval_judge_score_rl',
       'inputs_done', 'inputs_total', 'answered', 'failed', 'flagged', 'applied', 'verified',
       'verification_failed', 'mean_confidence', 'shard_retries', 'actors_lost',
+      'staleness_mean', 'staleness_max', 'frac_groups_stale', 'batch_wait_s', 'turns_mean', 'frac_truncated',
     ]
     for (const key of logged) {
       expect(METRICS[key], key).toBeDefined()
@@ -31,6 +32,14 @@ describe('health checks', () => {
   test('NaN and infinities are always flagged', () => {
     expect(checkMetric('train_mean_nll', [2, Number.NaN])).toMatch(/not a finite number/)
     expect(checkMetric('loss', [0.1, Number.POSITIVE_INFINITY])).toMatch(/not a finite number/)
+  })
+
+  test('sampler-learner gap: near 0 synchronous, bounded when sampling ahead', () => {
+    expect(checkMetric('kl_sample_train', [1e-6, 2e-6])).toBeNull()
+    expect(checkMetric('kl_sample_train', [1e-6, 0.05])).toMatch(/disagree/)
+    const ahead = { staleness_mean: [0, 2] }
+    expect(checkMetric('kl_sample_train', [0.02, 0.11], ahead)).toBeNull()
+    expect(checkMetric('kl_sample_train', [0.1, 0.4], ahead)).toMatch(/too stale/)
   })
 
   test('KL to base: safe, drifting, unstable', () => {

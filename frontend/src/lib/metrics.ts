@@ -204,10 +204,38 @@ const DEFINITIONS: MetricInfo[] = [
       : last(v) > 0.1 ? 'above 0.1: the policy is drifting from the base model' : null)),
   metric('kl_sample_train', 'KL sampler vs learner', 'kl',
     'Mean of log q − log p over every sampled token of the trained groups: the sampler\'s logprob against the learner\'s.',
-    'About 0 (below 1e-4 locally) with one substep.',
-    (v) => (Math.abs(last(v)) > 0.01
-      ? 'clearly non-zero: sampler and learner disagree (fine only with num_substeps > 1)'
-      : null)),
+    'About 0 (below 1e-4 locally) with one substep, synchronous; sampling k steps ahead, it grows with k and the learning rate: below 0.3.',
+    (v, all) => {
+      const gap = Math.abs(last(v))
+      const stale = all.staleness_mean ?? []
+      if (stale.length > 0 && last(stale) > 0) {
+        return gap > 0.3
+          ? 'above 0.3: the samples are too stale for this learning rate; lower max_steps_off_policy or learning_rate'
+          : null
+      }
+      return gap > 0.01
+        ? 'clearly non-zero: sampler and learner disagree (fine only with num_substeps > 1)'
+        : null
+    }),
+  metric('staleness_mean', 'Sample age', 'kl',
+    'Asynchronous RL: how many steps old the weights that sampled the step\'s batch were (mean over its groups).',
+    'max_steps_off_policy once the pipeline is full (fewer in the first steps); 0 synchronous.'),
+  metric('staleness_max', 'Oldest sample', 'kl',
+    'Asynchronous RL: the oldest group of the step, in steps.',
+    'At most max_steps_off_policy.'),
+  metric('frac_groups_stale', 'Groups too stale', 'batch',
+    'Asynchronous RL: fraction of the step\'s groups older than max_steps_off_policy, dropped and sampled again from the current weights.',
+    '0; only a resume with a smaller max_steps_off_policy makes stale groups.'),
+  metric('batch_wait_s', 'Wait for samples', 'throughput',
+    'Asynchronous RL: seconds the step waited for its batch to finish sampling.',
+    'Near 0 when sampling keeps ahead; most of step_time_s when sampling is the bottleneck.'),
+  metric('turns_mean', 'Turns per episode', 'policy',
+    'Multi-turn environments: the policy\'s messages per episode.',
+    'Between 1 and env.max_turns, moving the way the task needs.'),
+  metric('frac_truncated', 'Episodes truncated', 'policy',
+    'Multi-turn environments: fraction of episodes ended by a token or turn budget rather than by the policy or the environment.',
+    'Near 0.',
+    (v) => (last(v) > 0.5 ? 'above 0.5: most episodes hit a budget; raise max_turns, max_tokens or max_episode_tokens' : null)),
   metric('entropy', 'Entropy', 'policy',
     'Sampled per-token entropy of the policy (nats, at temperature 1).',
     'Falls slowly as the policy grows sure of its answers.',

@@ -17,13 +17,14 @@ device only when asked) and of the prompt (prompt_scores.py).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -115,6 +116,8 @@ class LocalSamplingClient:
         self._pending: list[tuple[list[int], int | None, Future[list[float | None]]]] = []
         self._waiting: list[_SampleCall] = []  # sample calls not yet started
         self._pending_lock = threading.Lock()
+        self._bursts = 0  # open `burst` blocks: requests wait in `_held` until the last closes
+        self._held: tuple[list[_SampleCall], list[Any]] = ([], [])
         # transformers 5.2x renamed `past_key_values` to `cache`; accept either version.
         plain = model.get_base_model() if isinstance(model, PeftModel) else model
         forward_args = inspect.signature(plain.forward).parameters
@@ -165,11 +168,40 @@ class LocalSamplingClient:
 
     def _enqueue(self, call: _SampleCall) -> EngineFuture[types.SampleResponse]:
         with self._pending_lock:
+            if self._bursts:
+                self._held[0].append(call)
+                return EngineFuture(call.future)
             self._waiting.append(call)
             first = len(self._waiting) == 1
         if first:
             self._executor.submit(self._answer_waiting)
         return EngineFuture(call.future)
+
+    @contextlib.contextmanager
+    def burst(self) -> Iterator[None]:
+        """The `sample` and `compute_logprobs` requests made inside are handed to the worker
+        together when the block ends, so they decode (or are scored) in one batch whatever
+        the timing. Requests otherwise join a batch while it gathers (GATHER_IDLE_S apart),
+        and which ones do changes their logprobs in the last bits: the RL loop makes each
+        turn's requests in a burst, so that a run and its resumption sample alike."""
+        with self._pending_lock:
+            self._bursts += 1
+        try:
+            yield
+        finally:
+            with self._pending_lock:
+                self._bursts -= 1
+                calls, scores = self._held if self._bursts == 0 else ([], [])
+                if self._bursts == 0:
+                    self._held = ([], [])
+                sample = bool(calls) and not self._waiting
+                score = bool(scores) and not self._pending
+                self._waiting += calls
+                self._pending += scores
+            if sample:
+                self._executor.submit(self._answer_waiting)
+            if score:
+                self._executor.submit(self._with_weights, self._answer_pending)
 
     def sample_stream(
         self,
@@ -252,6 +284,9 @@ class LocalSamplingClient:
             )
         future: Future[list[float | None]] = Future()
         with self._pending_lock:
+            if self._bursts:
+                self._held[1].append((tokens, last_n, future))
+                return EngineFuture(future)
             self._pending.append((tokens, last_n, future))
             first = len(self._pending) == 1
         if first:
