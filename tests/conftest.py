@@ -9,6 +9,7 @@ gets a database of its own.
 """
 
 import os
+from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
@@ -24,3 +25,22 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
     """None (SQLite in the data directory) or the URL of a fresh PostgreSQL database."""
     with fresh_database(request.param) as url:
         yield url
+
+
+# Each test file's time (setup, call and teardown of its tests, summed over the workers), shown
+# after the run: what to look at first when the suite grows slower than CI's budget.
+FILE_SECONDS: defaultdict[str, float] = defaultdict(float)
+SLOWEST_FILES = 25
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    FILE_SECONDS[report.nodeid.split("::")[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if len(FILE_SECONDS) < 2:
+        return
+    total = sum(FILE_SECONDS.values())
+    terminalreporter.write_sep("=", f"slowest test files (seconds of {total:.0f} in all)")
+    for path, seconds in sorted(FILE_SECONDS.items(), key=lambda kv: -kv[1])[:SLOWEST_FILES]:
+        terminalreporter.write_line(f"{seconds:8.1f}  {path}")
