@@ -104,6 +104,8 @@ const LABELS: Record<string, string> = {
   loss_fn: 'Loss',
   head: 'Reward model head',
   kl_coef: 'KL coefficient',
+  variant: 'Variant',
+  max_steps_off_policy: 'Steps off-policy',
   task: 'Task',
   samples: 'Samples per input',
   confidence_threshold: 'Confidence threshold',
@@ -118,7 +120,7 @@ const specs = (...keys: string[]): ParamSpec[] => keys.map((key) => ({ key, labe
 export const PARAMS: Record<Algorithm, ParamSpec[]> = {
   sl: specs('learning_rate', 'batch_size', 'micro_batch_size', 'num_epochs', 'max_steps', 'lora_rank', 'lr_schedule', 'max_length', 'eval_every', 'save_every'),
   dpo: specs('learning_rate', 'beta', 'batch_size', 'micro_batch_size', 'num_epochs', 'max_steps', 'lora_rank', 'eval_every', 'save_every'),
-  rl: specs('learning_rate', 'group_size', 'groups_per_batch', 'max_steps', 'max_tokens', 'loss_fn', 'kl_coef', 'lora_rank', 'eval_every', 'save_every'),
+  rl: specs('learning_rate', 'group_size', 'groups_per_batch', 'max_steps', 'max_tokens', 'variant', 'loss_fn', 'kl_coef', 'max_steps_off_policy', 'lora_rank', 'eval_every', 'save_every'),
   rlhf: specs('lora_rank'),
   batch: specs('task', 'samples', 'temperature', 'max_tokens', 'confidence_threshold', 'workers', 'shard_size', 'system_prompt'),
 }
