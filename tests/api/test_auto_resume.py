@@ -66,7 +66,7 @@ def test_a_lost_worker_resumes_by_itself_until_its_retries_are_spent(tmp_path: P
         assert stuck["state"] == "interrupted" and stuck["attempts"] == 2, stuck
         assert f"the worker (pid {second})" in stuck["reason"] and stuck["retryable"] is True
         assert client.post(f"/api/jobs/{job_id}/resume").status_code == 200
-        done = wait_state(client, job_id, ("succeeded", "failed"), timeout=300)
+        done = wait_state(client, job_id, ("succeeded", "failed"))
         assert done["state"] == "succeeded" and done["attempts"] == 3, done
         assert done["placement"]["executor"] == "local" and done["placement"]["gpus"] == []
         events = client.get(f"/api/jobs/{job_id}/events", params={"limit": 10000}).json()["data"]

@@ -33,7 +33,7 @@ def test_a_batch_job_answers_every_row_and_serves_its_results(tmp_path: Path) ->
         body = {"algorithm": "batch", "dataset_id": chat, "config": CONFIG}
         created = client.post("/api/jobs", json=body)
         assert created.status_code == 201, created.text
-        job = wait_state(client, created.json()["id"], ("succeeded", "failed"), timeout=300)
+        job = wait_state(client, created.json()["id"], ("succeeded", "failed"))
         assert job["state"] == "succeeded", job["log_tail"]
         assert job["total_steps"] == 3 and job["step"] == 3  # 8 rows in shards of 3
         results = client.get(f"/api/jobs/{job['id']}/results").json()

@@ -40,9 +40,7 @@ def test_a_two_process_job_trains_as_one_process_does(
             created = client.post("/api/jobs", json=body)
             assert created.status_code == 201, created.text
             ids[gpus] = created.json()["id"]
-        jobs = {
-            g: wait_state(client, i, ("succeeded", "failed"), timeout=300) for g, i in ids.items()
-        }
+        jobs = {g: wait_state(client, i, ("succeeded", "failed")) for g, i in ids.items()}
         assert jobs[2]["state"] == "succeeded", jobs[2]["log_tail"]
         assert jobs[2]["gpus"] == 2 and jobs[2]["placement"]["processes"] == 2
         events = client.get(f"/api/jobs/{ids[2]}/events", params={"limit": 10000}).json()
@@ -92,7 +90,7 @@ def test_a_two_process_rl_job_shares_out_its_groups(tmp_path: Path) -> None:
         body = {"algorithm": "rl", "dataset_id": problems, "config": config, "gpus": 2}
         created = client.post("/api/jobs", json=body)
         assert created.status_code == 201, created.text
-        done = wait_state(client, created.json()["id"], ("succeeded", "failed"), timeout=300)
+        done = wait_state(client, created.json()["id"], ("succeeded", "failed"))
     assert done["state"] == "succeeded", done["log_tail"]
     run = RunDir(tmp_path / "data" / "runs" / done["id"])
     rows = [r for r in read_metrics(run.metrics) if "reward_mean" in r]

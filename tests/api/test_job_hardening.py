@@ -176,7 +176,7 @@ def test_a_run_whose_weights_become_nan_fails_with_the_step_and_the_cause(
     }
     job = client.post("/api/jobs", json={"algorithm": "sl", "dataset_id": chat, "config": config})
     assert job.status_code == 201, job.text
-    done = wait_state(client, job.json()["id"], ("succeeded", "failed"), timeout=300)
+    done = wait_state(client, job.json()["id"], ("succeeded", "failed"))
     assert done["state"] == "failed", done
     assert done["step"] < 50 and done["retryable"] is False
     reason = done["reason"]
@@ -238,7 +238,7 @@ def test_dpo_rl_and_reward_model_runs_that_diverge_fail_too(
     body = {"algorithm": algorithm, **_diverging_job(client, algorithm)}
     job = client.post("/api/jobs", json=body)
     assert job.status_code == 201, job.text
-    done = wait_state(client, job.json()["id"], ("succeeded", "failed"), timeout=300)
+    done = wait_state(client, job.json()["id"], ("succeeded", "failed"))
     assert done["state"] == "failed" and done["retryable"] is False, done
     reason = done["reason"]
     diverged = (
@@ -364,7 +364,7 @@ def test_a_stopped_worker_is_reported_stale_then_killed_and_its_slot_freed(
                 time.sleep(0.2)
                 seen = client.get(f"/api/jobs/{stopped}").json()
             assert seen["heartbeat_age_s"] >= 8
-            ended = wait_state(client, stopped, ("interrupted",), timeout=120)
+            ended = wait_state(client, stopped, ("interrupted",))
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -428,7 +428,7 @@ def test_a_disk_that_fills_while_training_names_the_checkpoint_and_the_free_spac
         job = client.post(
             "/api/jobs", json={"algorithm": "sl", "dataset_id": chat, "config": config}
         )
-        done = wait_state(client, job.json()["id"], ("succeeded", "failed"), timeout=300)
+        done = wait_state(client, job.json()["id"], ("succeeded", "failed"))
         assert done["state"] == "failed", done
         reason = done["reason"]
         assert reason.startswith("no space left on device while saving the checkpoint at step 1 (")
@@ -456,7 +456,7 @@ def test_model_rename_and_export_on_a_full_disk_are_never_a_500(
             job = client.post(
                 "/api/jobs", json={"algorithm": "sl", "dataset_id": chat, "config": config}
             )
-            wait_state(client, job.json()["id"], ("succeeded",), timeout=300)
+            wait_state(client, job.json()["id"], ("succeeded",))
             (model,) = client.get("/api/models", params={"job_id": job.json()["id"]}).json()["data"]
             with full(data_dir):
                 renamed = client.patch(f"/api/models/{model['id']}", json={"name": "kept"})

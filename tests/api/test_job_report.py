@@ -15,7 +15,7 @@ def test_a_short_sl_job_reports_that_it_did_not_learn(client: TestClient) -> Non
     config = {"max_steps": 5, "batch_size": 4, "eval_every": 0, "save_every": 0}
     job = client.post("/api/jobs", json={"algorithm": "sl", "dataset_id": chat, "config": config})
     assert job.status_code == 201, job.text
-    done = wait_state(client, job.json()["id"], ("succeeded", "failed"), timeout=180)
+    done = wait_state(client, job.json()["id"], ("succeeded", "failed"))
     assert done["state"] == "succeeded", done["reason"]
 
     report = done["report"]
@@ -49,7 +49,7 @@ def test_a_job_that_fails_on_its_data_is_not_retryable(client: TestClient) -> No
     config = {"max_steps": 2, "batch_size": 1}
     job = client.post("/api/jobs", json={"algorithm": "sl", "dataset_id": broken, "config": config})
     assert job.status_code == 201, job.text
-    done = wait_state(client, job.json()["id"], ("succeeded", "failed"), timeout=120)
+    done = wait_state(client, job.json()["id"], ("succeeded", "failed"))
     assert done["state"] == "failed"
     assert done["retryable"] is False
     assert done["report"] is None

@@ -110,7 +110,7 @@ def test_a_model_from_a_directory_on_the_server_trains(client: TestClient, model
         },
     )
     assert job.status_code == 201, job.text
-    done = wait_state(client, job.json()["id"], ("succeeded", "failed"), timeout=300)
+    done = wait_state(client, job.json()["id"], ("succeeded", "failed"))
     assert done["state"] == "succeeded", done["log_tail"]
     (model,) = client.get(f"/api/models?job_id={done['id']}").json()["data"]
     assert model["base_model"] == str(model_dir)
@@ -130,7 +130,7 @@ def test_sl_then_dpo_from_the_sl_model(client: TestClient) -> None:
             "config": {"max_steps": 20, "eval_every": 0, "save_every": 0},
         },
     )
-    sl_done = wait_state(client, sl.json()["id"], ("succeeded", "failed"), timeout=300)
+    sl_done = wait_state(client, sl.json()["id"], ("succeeded", "failed"))
     assert sl_done["state"] == "succeeded", sl_done["log_tail"]
     (sl_model,) = client.get(f"/api/models?job_id={sl_done['id']}").json()["data"]
 
@@ -153,7 +153,7 @@ def test_sl_then_dpo_from_the_sl_model(client: TestClient) -> None:
     assert Path(section["init_from"]).is_relative_to(sl_run)  # its training state
     assert Path(section["reference_path"]).is_relative_to(sl_run)  # its sampler weights
 
-    done = wait_state(client, created["id"], ("succeeded", "failed"), timeout=300)
+    done = wait_state(client, created["id"], ("succeeded", "failed"))
     assert done["state"] == "succeeded", done["log_tail"]
     # The reference is the starting policy: at step 0 every margin is 0 and the loss ln 2.
     first = read_jsonl(RunDir(run_dir).metrics)[0]

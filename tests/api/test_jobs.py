@@ -250,7 +250,7 @@ def test_an_rl_job_shows_its_rollouts(client: TestClient) -> None:
     job = client.post(
         "/api/jobs", json={"algorithm": "rl", "dataset_id": problems, "config": config}
     ).json()
-    wait_state(client, job["id"], ("succeeded",), timeout=180)
+    wait_state(client, job["id"], ("succeeded",))
     latest = client.get(f"/api/jobs/{job['id']}/rollouts").json()
     assert latest["steps"] == [1, 2] and latest["step"] == 2
     assert len(latest["data"]) == 2  # one record per prompt of the step
