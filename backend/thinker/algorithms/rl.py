@@ -1,7 +1,9 @@
 """RL: policy-gradient training on groups of sampled completions scored by a reward.
 
 What it computes. Each step takes `groups_per_batch` problems and samples `group_size`
-completions of each from a frozen snapshot of the current policy. Each completion's
+completions of each from a frozen snapshot of the current policy (with `max_steps_off_policy`
+k > 0, of the policy k steps before, sampled while those steps train: rl_pipeline.py); an
+environment (thinker.envs) makes each completion an episode of one or more turns. Each completion's
 reward minus its group's mean reward is its advantage (no division by the std: this is
 REINFORCE with a per-group baseline, the "GRPO" of the Tinker cookbook, not PPO with a
 critic). Groups whose rewards are all equal carry no signal and are dropped (configurable).
@@ -82,6 +84,13 @@ async def main(
     logger: MetricsLogger | None = None,
     reward_fn: RewardFn | None = None,
 ) -> RunResult:
+    k = config.max_steps_off_policy
+    if k and os.environ.get("WORLD_SIZE", "1") != "1":  # torchrun's ranks of a gpus: N job
+        raise ConfigError(
+            "max_steps_off_policy: asynchronous RL runs as one process: the ranks of a "
+            "data-parallel run must call the engine in one order, which overlapping sampling "
+            "with training does not keep; use 0"
+        )
     run, service, logger = prepare_run(config, service, logger)
 
     # Set up: client, renderer, reward, problems, and the base model for the KL estimate.
@@ -107,15 +116,7 @@ async def main(
         eval_reward = await _eval_reward(client, renderer, held_out, factory, config)
         logger.log_metrics({"eval_reward_mean": eval_reward}, step=0)
     logger.log_event("plan", {"total_steps": config.max_steps, "start_step": start.step})
-    k = config.max_steps_off_policy
-    if k and os.environ.get("WORLD_SIZE", "1") != "1":  # torchrun's ranks of a gpus: N job
-        raise ConfigError(
-            "max_steps_off_policy: asynchronous RL runs as one process: the ranks of a "
-            "data-parallel run must call the engine in one order, which overlapping sampling "
-            "with training does not keep; use 0"
-        )
-    lookahead = Lookahead(k, config.max_steps - 1)
-    warned = False
+    lookahead, warned = Lookahead(k, config.max_steps - 1), False
     lookahead.load(load_buffer(run.sample_buffer(start.step), start.step) if start.step else [])
     try:
         for step in range(start.step, config.max_steps):
