@@ -8,7 +8,6 @@ it, so a resumed run trains on exactly what the uninterrupted one did.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -17,42 +16,28 @@ import pytest
 import torch
 from crashing import Crash, CrashingLogger
 from safetensors.torch import load_file
+from tests.support.rl_example import rl_config, run_rl
 
-import thinker
 from thinker.algorithms.common import RunResult
-from thinker.algorithms.rl import RLConfig, main
+from thinker.algorithms.rl import RLConfig
 from thinker.engine.local import checkpoints
 from thinker.files import read_jsonl
-from thinker.runs import RunDir, RunLogger, read_metrics
+from thinker.runs import RunDir, read_metrics
 
-RL_DATA = Path(__file__).resolve().parents[2] / "data" / "examples" / "rl"
 STEPS, SAVE_EVERY, CRASH_AFTER = 6, 3, 4
 
 
 def _config(root: Path, state: str, name: str, **overrides: object) -> RLConfig:
-    values: dict[str, object] = dict(
-        dataset=RL_DATA / "train.jsonl",
-        eval_dataset=RL_DATA / "test.jsonl",
-        init_from=state,
-        group_size=8,
-        groups_per_batch=8,
-        max_tokens=16,
-        learning_rate=3e-4,
-        max_steps=STEPS,
-        eval_every=0,
-        save_every=SAVE_EVERY,
-        log_path=root / name,
-    )
-    values.update(overrides)
-    return RLConfig(**values)  # type: ignore[arg-type]
+    """6 steps of 8 groups, a checkpoint every 3, no evaluation."""
+    values: dict[str, object] = dict(groups_per_batch=8, max_steps=STEPS, eval_every=0)
+    return rl_config(root, state, name, save_every=SAVE_EVERY, **{**values, **overrides})
 
 
 def _run(root: Path, config: RLConfig, crash_after: int | None = None) -> RunResult:
-    service = thinker.ServiceClient(storage_dir=root)
     if crash_after is None:
-        return asyncio.run(main(config, service, RunLogger(config.log_path)))
+        return run_rl(root, config)
     with pytest.raises(Crash):
-        asyncio.run(main(config, service, CrashingLogger(config.log_path, crash_after)))
+        run_rl(root, config, CrashingLogger(config.log_path, crash_after))
     return RunResult(0)
 
 
@@ -160,23 +145,15 @@ def test_a_resume_with_a_smaller_bound_drops_and_resamples_the_stale_groups(
 
 
 def test_asynchronous_rl_raises_the_heldout_reward(warm_start: tuple[Path, str]) -> None:
-    """As test_rl_learns' synchronous run (15 steps of 16 groups x 8), sampling 2 steps
-    ahead. Observed held-out mean reward at steps 0 / 5 / 10 / 15: 0.105 / 0.201 / 0.288 /
-    0.252 (synchronous: 0.105 / 0.206 / 0.248 / 0.238)."""
+    """As the variants' learning test (10 steps of 16 groups x 8), sampling 2 steps ahead.
+    Observed held-out mean reward at steps 0 / 10: 0.105 / 0.288 (synchronous: 0.105 /
+    0.248)."""
     root, state = warm_start
-    config = _config(
+    run_rl(
         root,
-        state,
-        "async-learns",
-        groups_per_batch=16,
-        max_steps=15,
-        eval_every=5,
-        save_every=0,
-        max_steps_off_policy=2,
+        rl_config(root, state, "async-learns", max_steps_off_policy=2, max_steps=10, eval_every=10),
     )
-    _run(root, config)
     metrics = read_metrics(RunDir(root / "async-learns").metrics)
     held_out = [m["eval_reward_mean"] for m in metrics if "eval_reward_mean" in m]
-    assert len(held_out) == 4
-    assert max(held_out[1:]) > held_out[0] + 0.08, held_out
+    assert len(held_out) == 2
     assert held_out[-1] > held_out[0] + 0.06, held_out

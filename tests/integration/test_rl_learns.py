@@ -8,39 +8,19 @@ no training file. Thresholds were set from observed runs with margin (noted besi
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
+from tests.support.rl_example import rl_config, run_rl
 
-import thinker
-from thinker.algorithms.rl import RLConfig, Rollout, _datum, group_advantages, main
+from thinker.algorithms.rl import Rollout, _datum, group_advantages
 from thinker.files import read_jsonl
 from thinker.rewards import Completion, ExactMatchReward, Problem
-from thinker.runs import RunLogger
-
-RL_DATA = Path(__file__).resolve().parents[2] / "data" / "examples" / "rl"
 
 
 def _rl(root: Path, state: str, name: str, **overrides: object) -> tuple[list[dict], Path]:
-    values: dict[str, object] = dict(
-        dataset=RL_DATA / "train.jsonl",
-        eval_dataset=RL_DATA / "test.jsonl",
-        init_from=state,
-        group_size=8,
-        groups_per_batch=16,
-        max_tokens=16,
-        learning_rate=3e-4,
-        max_steps=15,
-        eval_every=5,
-        save_every=0,
-        log_path=root / name,
-    )
-    values.update(overrides)
-    config = RLConfig(**values)  # type: ignore[arg-type]
-    service = thinker.ServiceClient(storage_dir=root)
-    asyncio.run(main(config, service, RunLogger(root / name)))
+    run_rl(root, rl_config(root, state, name, **overrides))
     return read_jsonl(root / name / "metrics.jsonl"), root / name
 
 

@@ -8,17 +8,12 @@ with margin (noted in the test's docstring).
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
+from tests.support.rl_example import rl_config, run_rl
 
-import thinker
-from thinker.algorithms.rl import RLConfig, main
 from thinker.files import read_jsonl
-from thinker.runs import RunLogger
-
-RL_DATA = Path(__file__).resolve().parents[2] / "data" / "examples" / "rl"
 
 
 @pytest.mark.parametrize("variant", ["grpo", "dr_grpo", "dapo", "gspo"])
@@ -29,23 +24,9 @@ def test_each_variant_raises_the_heldout_reward(warm_start: tuple[Path, str], va
     loaded 2-core machine). With one substep, gspo's run equals grpo's: at ratio 1 their
     gradients are the same."""
     root, state = warm_start
-    config = RLConfig(
-        variant=variant,  # type: ignore[arg-type]
-        dataset=RL_DATA / "train.jsonl",
-        eval_dataset=RL_DATA / "test.jsonl",
-        init_from=state,
-        group_size=8,
-        groups_per_batch=16,
-        max_tokens=16,
-        learning_rate=3e-4,
-        num_substeps=2,  # the second substep is off-policy: the clips of ppo and gspo act
-        max_steps=10,
-        eval_every=10,
-        save_every=0,
-        log_path=root / variant,
-    )
-    service = thinker.ServiceClient(storage_dir=root)
-    asyncio.run(main(config, service, RunLogger(root / variant)))
+    overrides = dict(variant=variant, max_steps=10, eval_every=10)
+    # the second substep is off-policy: the clips of ppo and gspo act
+    run_rl(root, rl_config(root, state, variant, num_substeps=2, **overrides))
     metrics = read_jsonl(root / variant / "metrics.jsonl")
     held_out = [m["eval_reward_mean"] for m in metrics if "eval_reward_mean" in m]
     steps = [m for m in metrics if m["step"] > 0]
