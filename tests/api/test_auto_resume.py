@@ -25,8 +25,9 @@ CONFIG = {"batch_size": 4, "eval_every": 0, "save_every": 10, "max_steps": 160}
 
 
 def _wait(
-    client: TestClient, job_id: str, ok: Callable[[dict[str, Any]], bool], timeout: float = 180
+    client: TestClient, job_id: str, ok: Callable[[dict[str, Any]], bool], timeout: float = 600
 ) -> dict[str, Any]:
+    """The job once `ok`; `timeout` bounds a hang, not a speed (tests/support/api.py)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         job = client.get(f"/api/jobs/{job_id}").json()

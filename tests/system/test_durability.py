@@ -108,7 +108,7 @@ def test_server_and_worker_killed_then_resumed_from_last_checkpoint(
             assert again["sha256"] == stored["sha256"] and again["num_rows"] == stored["num_rows"]
 
             assert client.post(f"/api/jobs/{job_id}/resume").json()["state"] == "queued"
-            done = wait_for(client, job_id, ("succeeded",), timeout=300)
+            done = wait_for(client, job_id, ("succeeded",))
             assert done["step"] == RESUMED["max_steps"] and done["attempts"] == 2
         checkpoints = _lines(run_dir / "checkpoints.jsonl")
         assert checkpoints[: len(checkpoints_before)] == checkpoints_before
@@ -133,7 +133,7 @@ def test_pause_resume_and_cancel_a_running_job(tmp_path: Path, database_url: str
             running = wait_for(client, job_id, ("running",), min_step=15)
             assert running["heartbeat_at"] is not None  # the worker's heartbeat is seen
             assert client.post(f"/api/jobs/{job_id}/pause").status_code == 200
-            paused = wait_for(client, job_id, ("paused",), timeout=300)
+            paused = wait_for(client, job_id, ("paused",))
             assert paused["reason"] == "stopped by request"
             assert client.post(f"/api/jobs/{job_id}/pause").status_code == 409
 
@@ -147,7 +147,7 @@ def test_pause_resume_and_cancel_a_running_job(tmp_path: Path, database_url: str
             assert starts[0] == 0 and starts[-1] >= 10  # the second run began at a checkpoint
 
             assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
-            cancelled = wait_for(client, job_id, ("cancelled",), timeout=300)
+            cancelled = wait_for(client, job_id, ("cancelled",))
             assert cancelled["step"] < 300
             assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 409
             assert client.post(f"/api/jobs/{job_id}/resume").status_code == 409

@@ -137,7 +137,7 @@ def test_a_job_runs_on_the_node_its_resources_pick(
             )
             assert created.status_code == 201, created.text
             job_id = created.json()["id"]
-            done = wait_for(client, job_id, ("succeeded", "failed"), timeout=240)
+            done = wait_for(client, job_id, ("succeeded", "failed"))
             assert done["state"] == "succeeded", done["log_tail"]
             run = tmp_path / "data" / "runs" / job_id
             placement = json.loads((run / "placement.json").read_text())
@@ -165,12 +165,12 @@ def test_pause_resume_and_cancel_on_ray(
                 "/api/jobs", json={"algorithm": "sl", "dataset_id": dataset_id, "config": LONG}
             )
             job_id = created.json()["id"]
-            wait_for(client, job_id, ("running",), min_step=12, timeout=240)
+            wait_for(client, job_id, ("running",), min_step=12)
             assert client.post(f"/api/jobs/{job_id}/pause").status_code == 200
-            paused = wait_for(client, job_id, ("paused",), timeout=120)
+            paused = wait_for(client, job_id, ("paused",))
             assert paused["reason"] == "stopped by request"
             assert client.post(f"/api/jobs/{job_id}/resume").status_code == 200
-            wait_for(client, job_id, ("running",), min_step=paused["step"] + 3, timeout=240)
+            wait_for(client, job_id, ("running",), min_step=paused["step"] + 3)
             starts = [
                 e["data"]["start_step"]
                 for e in client.get(f"/api/jobs/{job_id}/events").json()["data"]
@@ -178,7 +178,7 @@ def test_pause_resume_and_cancel_on_ray(
             ]
             assert starts[0] == 0 and starts[-1] >= 10  # the second actor began at a checkpoint
             assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
-            cancelled = wait_for(client, job_id, ("cancelled",), timeout=120)
+            cancelled = wait_for(client, job_id, ("cancelled",))
             assert cancelled["step"] < LONG["max_steps"]
     finally:
         server.stop()
@@ -206,7 +206,7 @@ def test_a_lost_node_resumes_its_job_on_another_from_its_checkpoint(
                 body = {"algorithm": "sl", "dataset_id": dataset_id, "config": FAULT}
                 body["memory_gb"] = 0.25
                 job_id = client.post("/api/jobs", json=body).json()["id"]
-                first = wait_for(client, job_id, ("running",), min_step=22, timeout=240)
+                first = wait_for(client, job_id, ("running",), min_step=22)
                 assert first["placement"]["node_id"] == nodes["node_c"], first["placement"]
                 assert _reserved_memory() == pytest.approx(0.25 * 2**30, rel=1e-3)
                 run = RunDir(tmp_path / "data" / "runs" / job_id)
@@ -220,7 +220,7 @@ def test_a_lost_node_resumes_its_job_on_another_from_its_checkpoint(
                 assert again["auto_resumes"] == 1
                 with contextlib.suppress(psutil.NoSuchProcess):  # it ended itself
                     psutil.Process(worker).wait(timeout=15)
-                done = wait_for(client, job_id, ("succeeded",), timeout=300)
+                done = wait_for(client, job_id, ("succeeded",))
                 assert done["attempts"] == 2 and done["auto_resumes"] == 1
                 events = client.get(f"/api/jobs/{job_id}/events", params={"limit": 10000})
         finally:
@@ -324,12 +324,12 @@ def test_a_job_no_node_can_place_is_cancelled_and_its_actor_removed(
             dataset_id = upload(client, ARITHMETIC, "chat")
             body = {"algorithm": "sl", "dataset_id": dataset_id, "config": SHORT}
             job_id = client.post("/api/jobs", json=body).json()["id"]
-            waiting = wait_for(client, job_id, ("starting",), timeout=300)
+            waiting = wait_for(client, job_id, ("starting",))
             time.sleep(3)  # still unplaced: nothing ran
             assert client.get(f"/api/jobs/{job_id}").json()["state"] == "starting"
             assert waiting["step"] == 0
             assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
-            cancelled = wait_for(client, job_id, ("cancelled",), timeout=300)
+            cancelled = wait_for(client, job_id, ("cancelled",))
             assert cancelled["step"] == 0
     finally:
         server.stop()
