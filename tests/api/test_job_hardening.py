@@ -297,7 +297,9 @@ def test_a_worker_runs_nicer_with_no_secrets_and_a_compile_cache_in_the_data_dir
         return spawn(starter, run_dir, log, env)
 
     monkeypatch.setattr(WarmStarter, "spawn", seen)
-    settings = make_settings(tmp_path / "data", database_url, max_cpu_jobs=1, warm_workers=warm)
+    settings = make_settings(
+        tmp_path / "data", database_url, max_cpu_jobs=1, warm_workers=warm, worker_nice=10
+    )
     with TestClient(create_app(settings)) as client:
         chat = add_dataset(client, ARITHMETIC, "chat")
         job = client.post("/api/jobs", json={"algorithm": "sl", "dataset_id": chat, "config": LONG})
