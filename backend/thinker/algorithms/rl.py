@@ -207,7 +207,8 @@ async def _resample(  # noqa: PLR0913
     """`sampled` with its `stale` groups sampled again from `policy` (version `step`), with
     the seeds they had."""
     problems = [sampled.batch[i] for i in stale]
-    seeds = [_seeds(config, step, len(sampled.batch))[i] for i in stale]
+    every = _seeds(config, step, len(sampled.batch))
+    seeds = [every[i] for i in stale]
     dro = config.loss_fn == "dro"
     fresh = await _play(policy, renderer, factory, problems, config, seeds, step, dro)
     shape_rewards(fresh, config)
