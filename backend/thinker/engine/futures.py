@@ -72,12 +72,11 @@ class OrderedExecutor:
 
     def __init__(self, name: str, on_start: Callable[[], None] | None = None) -> None:
         """`on_start` runs first on the worker thread (the local engine pins it to its GPU)."""
-        self._pool = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=name, initializer=on_start
-        )
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._started = _Start(on_start)
 
     def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> EngineFuture[T]:
-        return EngineFuture(self._pool.submit(fn, *args, **kwargs))
+        return EngineFuture(self._pool.submit(self._started.then, fn, *args, **kwargs))
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
@@ -103,9 +102,8 @@ class FairExecutor:
     """
 
     def __init__(self, name: str, on_start: Callable[[], None] | None = None) -> None:
-        self._pool = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=name, initializer=on_start
-        )
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._started = _Start(on_start)
         self._lanes: collections.OrderedDict[int, collections.deque[_Call]] = (
             collections.OrderedDict()
         )
@@ -148,11 +146,34 @@ class FairExecutor:
         if not call.future.set_running_or_notify_cancel():
             return
         try:
-            result = call.run()
+            result = self._started.then(call.run)
         except BaseException as e:  # noqa: BLE001 - the caller's future carries it
             call.future.set_exception(e)
         else:
             call.future.set_result(result)
+
+
+class _Start:
+    """A worker thread's `on_start`, run before its first call. Not the pool's initializer:
+    one that raises there breaks the pool, and work handed to the worker indirectly (a
+    sampling client's waiting calls) would wait forever; here every call gets the error."""
+
+    def __init__(self, on_start: Callable[[], None] | None) -> None:
+        self._on_start = on_start
+        self._error: Exception | None = None
+
+    def then(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self._on_start is not None:  # only ever on the one worker thread
+            on_start, self._on_start = self._on_start, None
+            try:
+                on_start()
+            except Exception as e:  # noqa: BLE001 - every call of this worker reports it
+                self._error = e
+        if self._error is not None:
+            raise RuntimeError(
+                f"the engine's worker thread could not start: {self._error}"
+            ) from self._error
+        return fn(*args, **kwargs)
 
 
 @dataclass

@@ -179,7 +179,9 @@ def on_thread_start(device: torch.device) -> Callable[[], None] | None:
     would otherwise launch its kernels, capture its CUDA graphs and read free memory on GPU 0."""
     if device.type != "cuda":
         return None
-    return lambda: torch.cuda.set_device(device)
+    # "cuda" without an index is the current device of the thread that made the client
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return lambda: torch.cuda.set_device(index)
 
 
 def load_tokenizer(base_model: str) -> PreTrainedTokenizerBase:

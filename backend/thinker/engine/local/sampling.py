@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -174,7 +174,7 @@ class LocalSamplingClient:
             self._waiting.append(call)
             first = len(self._waiting) == 1
         if first:
-            self._executor.submit(self._answer_waiting)
+            self._submit(self._answer_waiting)
         return EngineFuture(call.future)
 
     @contextlib.contextmanager
@@ -199,9 +199,9 @@ class LocalSamplingClient:
                 self._waiting += calls
                 self._pending += scores
             if sample:
-                self._executor.submit(self._answer_waiting)
+                self._submit(self._answer_waiting)
             if score:
-                self._executor.submit(self._with_weights, self._answer_pending)
+                self._submit(self._with_weights, self._answer_pending)
 
     def sample_stream(
         self,
@@ -290,7 +290,7 @@ class LocalSamplingClient:
             self._pending.append((tokens, last_n, future))
             first = len(self._pending) == 1
         if first:
-            self._executor.submit(self._with_weights, self._answer_pending)
+            self._submit(self._with_weights, self._answer_pending)
         return EngineFuture(future)
 
     def get_tokenizer(self) -> PreTrainedTokenizerBase:
@@ -323,6 +323,22 @@ class LocalSamplingClient:
         return self._shared is not None
 
     # ---- work, on the worker thread ----------------------------------------------------
+    def _submit(self, fn: Callable[..., None], *args: Any) -> None:
+        """Hand the worker `fn`, which answers the waiting requests. Should it fail before it
+        takes them (the worker thread could not start), they get its error, not a wait."""
+        self._executor.submit(fn, *args).future().add_done_callback(self._worker_failed)
+
+    def _worker_failed(self, done: Future[Any]) -> None:
+        error = None if done.cancelled() else done.exception()
+        if error is None:
+            return
+        with self._pending_lock:
+            calls, self._waiting = self._waiting, []
+            pending, self._pending = self._pending, []
+        for future in [c.future for c in calls] + [f for _, _, f in pending]:
+            with contextlib.suppress(InvalidStateError):
+                future.set_exception(error)
+
     def _with_weights(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn` with this client's weights in place on a shared model, then put them back."""
         if self._shared is None:

@@ -140,7 +140,7 @@ class DecodeScheduler:
             self._unsettled.add(call.future)
             if not self._running:
                 self._running = True
-                self._client.executor.submit(self._run)
+                self._start()
         call.future.add_done_callback(self._unsettled.discard)
         return EngineFuture(call.future)
 
@@ -162,6 +162,21 @@ class DecodeScheduler:
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
         return self._client.get_tokenizer()
+
+    def _start(self) -> None:
+        """Run the decode loop on the worker; should it fail before the loop starts (the
+        worker thread could not start), the waiting calls get its error, not a wait."""
+        self._client.executor.submit(self._run).future().add_done_callback(self._not_started)
+
+    def _not_started(self, done: Future[None]) -> None:
+        error = None if done.cancelled() else done.exception()
+        if error is None:
+            return
+        with self._lock:
+            calls, self._waiting = list(self._waiting), collections.deque()
+            self._running = False
+        for call in calls:
+            self._fail(call, error)
 
     # ---- the decode loop, on the client's worker thread -----------------------------------
     def _run(self) -> None:
@@ -186,7 +201,7 @@ class DecodeScheduler:
             with self._lock:  # the calls still waiting start a fresh batch
                 self._running = bool(self._waiting)
                 if self._running:
-                    self._client.executor.submit(self._run)
+                    self._start()
 
     def _admit(self, batch: _Batch | None) -> _Batch | None:
         """Prefill waiting calls (in order) while they fit, adding them to `batch`."""
