@@ -138,9 +138,9 @@ class DecodeScheduler:
                 )
             self._waiting.append(call)
             self._unsettled.add(call.future)
-            if not self._running:
-                self._running = True
-                self._start()
+            start, self._running = not self._running, True
+        if start:  # not under the lock: a loop that fails at once fails the calls under it
+            self._start()
         call.future.add_done_callback(self._unsettled.discard)
         return EngineFuture(call.future)
 
@@ -200,8 +200,9 @@ class DecodeScheduler:
                 self._fail(call, error)
             with self._lock:  # the calls still waiting start a fresh batch
                 self._running = bool(self._waiting)
-                if self._running:
-                    self._start()
+                restart = self._running
+            if restart:
+                self._start()
 
     def _admit(self, batch: _Batch | None) -> _Batch | None:
         """Prefill waiting calls (in order) while they fit, adding them to `batch`."""
