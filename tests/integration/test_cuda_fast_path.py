@@ -19,7 +19,14 @@ import torch
 from tinker import types
 
 import thinker
-from thinker.engine.local import decode_attention, fast, forward, fused_decode, prefix
+from thinker.engine.local import (
+    decode_attention,
+    draw_kernel,
+    fast,
+    forward,
+    fused_decode,
+    prefix,
+)
 from thinker.engine.local.models import Placement, attach_lora, load_base_model, load_tokenizer
 from thinker.engine.local.sampling import LocalSamplingClient
 
@@ -153,6 +160,49 @@ def test_graph_decode_logprobs_are_the_training_logprobs(tmp_path: Path) -> None
     # itself with its seed.
     again = sampler.sample(types.ModelInput.from_ints(prompt), 4, params).result()
     assert [s.tokens for s in again.sequences] == [s.tokens for s in out.sequences]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_the_fused_draw_samples_the_softmax_and_reports_the_logits_logprobs(
+    temperature: float,
+) -> None:
+    """draw_kernel over Qwen3's vocabulary: 8,192 rows of the same bf16 logits (a few likely
+    tokens, a long tail) draw tokens whose frequencies are softmax(logits / T)'s within 5
+    standard errors, each reported with log_softmax(logits)[token]; a seed gives the same
+    tokens however the vocabulary is sliced, and another seed other tokens."""
+    gen = torch.Generator().manual_seed(0)
+    vocab, rows = 151936, 8192
+    one = torch.randn(vocab, generator=gen) * 2
+    one[torch.randperm(vocab, generator=gen)[:12]] += 9  # where most of the mass is
+    logits = one.to("cuda", torch.bfloat16).expand(rows, vocab).contiguous()
+    assert draw_kernel.available(logits)
+
+    def draw(seed: int, slices: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        token = torch.empty(rows, dtype=torch.long, device="cuda")
+        history = torch.empty((rows, 3), dtype=torch.long, device="cuda")
+        logprob = torch.empty((rows, 3), dtype=torch.float32, device="cuda")
+        draw_kernel.draw(logits, temperature, seed, token, history[:, 1], logprob[:, 1], slices)
+        assert torch.equal(token, history[:, 1])
+        return token, logprob[:, 1]
+
+    token, logprob = draw(1234)
+    reference = torch.log_softmax(logits[0].float(), -1)
+    error = (logprob - reference[token]).abs().max().item()
+    p = torch.softmax(logits[0].float() / temperature, -1)
+    frequency = torch.bincount(token, minlength=vocab).float() / rows
+    likely = p > 1e-3
+    z = ((frequency - p).abs() / (p * (1 - p) / rows).sqrt())[likely]
+    print(
+        f"T={temperature}: logprob error {error:.2e}; {int(likely.sum())} tokens over 1e-3, "
+        f"largest z {z.max():.2f}; mass drawn outside them {frequency[~likely].sum():.4f} "
+        f"(expected {p[~likely].sum():.4f})"
+    )
+    assert error < 1e-5
+    assert z.max() < 5
+    assert abs(frequency[~likely].sum() - p[~likely].sum()) < 5 * (p[~likely].sum() / rows) ** 0.5
+    assert torch.equal(draw(1234, slices=1)[0], token)  # one slice a row, as the default's many
+    assert torch.equal(draw(1234)[0], token)
+    assert (draw(4321)[0] != token).float().mean() > 0.2
 
 
 def test_shared_prompt_decode_gives_what_independent_decoding_gives() -> None:

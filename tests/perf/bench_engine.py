@@ -496,15 +496,27 @@ def engine_sampling_sides(prompts: list[list[int]], n: int, new_tokens: int) -> 
     context = prompt_tokens / len(prompts) + new_tokens / 2
     tokens = rows * new_tokens
     results = []
+    plain = {"THINKER_FUSED_DRAW": "0"}
     sides = (
         ("thinker sample", True, {}),
-        # The same decode with each step through transformers' layers (the merged adapter,
-        # Liger's kernels) instead of the fused step.
-        ("thinker sample, step through the layers (before)", True, {"THINKER_FUSED_DECODE": "0"}),
-        # The same decode with run AB's attention (FlashAttention's varlen kernel, two calls
-        # a layer) instead of the Triton decode kernel.
-        ("thinker sample, FlashAttention decode (before)", True, {"THINKER_DECODE_KERNEL": "0"}),
-        ("thinker, call by call (before)", False, {}),
+        # The same decode with each step's tokens drawn by a log-softmax, an exp and
+        # multinomial (run AE's engine) instead of the one-pass draw.
+        ("thinker sample, plain draw (before)", True, plain),
+        # ... and with each step (and the prefill) through transformers' layers (the merged
+        # adapter, Liger's kernels) instead of the fused step (run AC's engine).
+        (
+            "thinker sample, step through the layers (before)",
+            True,
+            {**plain, "THINKER_FUSED_DECODE": "0"},
+        ),
+        # ... and with run AB's attention (FlashAttention's varlen kernel, two calls a layer)
+        # instead of the Triton decode kernel.
+        (
+            "thinker sample, FlashAttention decode (before)",
+            True,
+            {**plain, "THINKER_FUSED_DECODE": "0", "THINKER_DECODE_KERNEL": "0"},
+        ),
+        ("thinker, call by call (before)", False, plain),
     )
     for name, shared, env in sides:
         prefix.release(model)  # the cache's kind is chosen when a capture is made

@@ -2,8 +2,9 @@
 
 On the CPU the fused step runs its torch operations (the Triton kernels are CUDA's; the CUDA
 tests compare them): its logits must be those of the same shared-prompt decode through the
-model's layers, step by step, for each family it takes (Llama with biases, Qwen2's q/k/v
-biases, Qwen3's heads' norms), with a live LoRA adapter, with the adapter off, and after the
+model's layers, step by step (its prefill of three ragged prompts included), for each family
+it takes (Llama with biases, Qwen2's q/k/v biases, Qwen3's heads' norms), with a live LoRA
+adapter, with the adapter off, and after the
 adapter trains; the model's weights come back untouched; other models decode as before.
 """
 
@@ -89,7 +90,7 @@ def test_the_fused_step_computes_what_the_layers_compute(monkeypatch, name: str)
     got = _decode(model, fused=True)
     assert _ran(model) == "fused"
     assert torch.allclose(got, expected, atol=1e-5), (got - expected).abs().max()
-    for n, p in model.named_parameters():  # prefill's swapped-in weights are put back
+    for n, p in model.named_parameters():  # the layers' decode swaps merged weights in
         assert torch.equal(p, weights[n]), n
     # With the adapter off, the same capture decodes the base model.
     with model.disable_adapter():

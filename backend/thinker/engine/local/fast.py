@@ -24,6 +24,9 @@ compare against); `THINKER_<NAME>=0` turns off one:
   the heads' norms and RoPE, one for SiLU * up (fused_decode.py), instead of their layers.
 - FLASH_DECODE: without DECODE_KERNEL, that attention through FlashAttention's varlen
   kernel, two calls a layer merged by their log-sum-exps, instead of eager products.
+- FUSED_DRAW: a decode step's tokens and their logprobs drawn in one pass over the logits
+  (Gumbel-max, draw_kernel.py) instead of a log-softmax, exp and multinomial a call
+  (temperature sampling without top-k or top-p).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ Feature = Literal[
     "DECODE_KERNEL",
     "FUSED_DECODE",
     "FLASH_DECODE",
+    "FUSED_DRAW",
 ]
 AUTOCAST_ATTR = "thinker_autocast_dtype"  # set on a model whose adapter computes in bf16
 

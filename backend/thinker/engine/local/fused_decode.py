@@ -15,8 +15,10 @@ The projections of q, k and v (and of gate and up) are one matrix each: a copy o
 weights side by side, with the LoRA adapter folded in (W + s B A, PEFT's own delta, made at
 each prefill from the adapter as it is then), so it replaces prefix.MergedAdapter's copies and
 costs about as much memory (the fused projections' weights again, and the adapted others').
-For the prefill the merged weights are swapped in as the layers' own, so prefill and steps
-compute with the same weights.
+The prefill runs the same arithmetic at every prompt position (the attention causal, through
+PyTorch's SDPA), so prefill and steps compute with the same weights, and a prefill is about a
+dozen launches a layer rather than transformers' layer code (36 ms of a call's fixed cost for
+one 128-token prompt on Qwen3-0.6B, docs/benchmarks.md run AE).
 
 It takes the models whose layers are exactly Llama's (Llama, Mistral without a sliding window,
 Qwen2, Qwen3 with its heads' norms); others decode through transformers' layers as before. The
@@ -26,7 +28,6 @@ what the CPU tests compare against transformers' layers.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,6 +60,12 @@ class StepCache(Protocol):
     def advanced(self) -> None:
         """One token decoded."""
         ...
+
+
+class PromptKeeper(Protocol):
+    """Where the prefill leaves a layer's keys and values (G, kv heads, P, head dim)."""
+
+    def __call__(self, layer: int, key: Tensor, value: Tensor) -> None: ...
 
 
 @dataclass
@@ -168,32 +175,10 @@ class FusedDecode:
                 rows = linear.weight[first : first + base.out_features]
                 adapter = _adapter_of(module) if on else None
                 if adapter is not None:
-                    delta = module.get_delta_weight(adapter)  # type: ignore[operator]
-                    torch.add(base.weight, delta, out=rows)
+                    _fold(module, adapter, base.weight, rows)
                 else:
                     rows.copy_(base.weight)
                 first += base.out_features
-
-    @contextlib.contextmanager
-    def swapped_in(self) -> Iterator[None]:
-        """For the prefill: each adapted layer computing with its merged weight, adapter off."""
-        swaps: list[tuple[nn.Linear, Tensor, Tensor]] = []
-        for linear in self._linears():
-            first = 0
-            for module in linear.modules:
-                base = base_linear(module)
-                if isinstance(module, LoraLinear):
-                    rows = linear.weight[first : first + base.out_features]
-                    swaps.append((base, base.weight, rows))
-                first += base.out_features
-        try:
-            for base, _, rows in swaps:
-                base.weight = nn.Parameter(rows, requires_grad=False)  # a tied weight stays tied
-            with _adapters_off(self._model):
-                yield
-        finally:
-            for base, original, _ in swaps:
-                base.weight = original
 
     def prepare(self, positions: int) -> None:
         """The rotary embedding's cos and sin for positions 0 .. positions - 1, from the
@@ -230,6 +215,42 @@ class FusedDecode:
         position_B1.add_(1)
         cache.advanced()
         return _project(h, self._lm_head)
+
+    def prefill(self, ids_GP: Tensor, lengths: list[int], keep: PromptKeeper) -> Tensor:
+        """Prompts right-padded to one length (G, P): each one's last token's logits (G,
+        vocab, fp32), each layer's keys and values handed to `keep` (G, kv heads, P, head
+        dim). The step's arithmetic for every position, with causal attention over the prompt
+        (SDPA): the padding after a prompt comes later, so no real position attends to it."""
+        assert self._table is not None, "prepare first"
+        cos, sin = self._table
+        triton_ok = _triton_on(self._embed)
+        g, p = ids_GP.shape
+        positions = torch.arange(p, device=ids_GP.device).repeat(g)
+        x = F.embedding(ids_GP.reshape(-1), self._embed)
+        residual = x
+        h = _rms_norm(x, *self._layers[0].input_norm)
+        for i, layer in enumerate(self._layers):
+            if i > 0:
+                h, residual = _add_rms_norm(x, residual, *layer.input_norm)
+            q, k, v = _heads(
+                _project(h, layer.qkv), layer, positions, cos, sin, self.q_heads,
+                self.kv_heads, self.head_dim, triton_ok,
+            )  # fmt: skip
+            q, k, v = (t.view(g, p, *t.shape[1:]).transpose(1, 2) for t in (q, k, v))
+            keep(i, k, v)
+            out = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, scale=layer.scale, enable_gqa=True
+            )
+            x = _project(out.transpose(1, 2).reshape(g * p, -1), layer.o)
+            h, residual = _add_rms_norm(x, residual, *layer.post_norm)
+            x = _project(_silu_mul(_project(h, layer.gate_up), triton_ok), layer.down)
+        last = (
+            torch.tensor(lengths, device=ids_GP.device)
+            - 1
+            + p * torch.arange(g, device=ids_GP.device)
+        )
+        h, _ = _add_rms_norm(x[last], residual[last], *self._final_norm)
+        return _project(h, self._lm_head).float()
 
     def _linears(self) -> Iterator[_Linear]:
         for layer in self._layers:
@@ -301,6 +322,21 @@ def mergeable(module: nn.Module) -> bool:
     )
 
 
+def _fold(module: nn.Module, adapter: str, weight: Tensor, out: Tensor) -> None:
+    """out = W + s B A: one addmm, the factors cast to W's dtype (the trainer's bf16 adapter
+    matmuls take them so); PEFT's own delta for a layer that stores W transposed. A call's
+    fixed cost on Qwen3-0.6B was 13.5 ms of `get_delta_weight`'s three launches a layer."""
+    assert isinstance(module, LoraLinear)
+    if module.fan_in_fan_out:
+        torch.add(weight, module.get_delta_weight(adapter), out=out)
+        return
+    a: Tensor = module.lora_A[adapter].weight  # type: ignore[assignment]
+    b: Tensor = module.lora_B[adapter].weight  # type: ignore[assignment]
+    torch.addmm(
+        weight, b.to(weight.dtype), a.to(weight.dtype), alpha=module.scaling[adapter], out=out
+    )
+
+
 def _adapter_of(module: nn.Module) -> str | None:
     """The active adapter of a LoRA layer that holds it; None for a plain layer or one that
     an adapter of another shape on a shared model leaves be."""
@@ -348,15 +384,6 @@ def _stack(modules: list[nn.Module]) -> _Linear:
             ]
         )
     return _Linear(modules, weight, bias, copied)
-
-
-@contextlib.contextmanager
-def _adapters_off(model: nn.Module) -> Iterator[None]:
-    if isinstance(model, PeftModel) and adapters_enabled(model):
-        with model.disable_adapter():
-            yield
-    else:
-        yield
 
 
 def _project(x: Tensor, linear: _Linear) -> Tensor:

@@ -18,8 +18,8 @@ at each prefill from the adapter as it is then): a step then runs one matmul per
 of three plus the adapter's casts, scale and add, which on a small model are most of a step's
 kernels. The copy costs the adapted weights' memory again; where the card lacks it (or the
 adapter is not plain LoRA on plain linear layers), the adapter runs unmerged. For Llama-family
-models on CUDA the step does not run the model's layers at all: fused_decode.FusedDecode holds
-the folded weights stacked (q|k|v, gate|up) and runs a layer as nine kernels.
+models on CUDA the prefill and the step do not run the model's layers: fused_decode.FusedDecode
+holds the folded weights stacked (q|k|v, gate|up) and runs a step's layer as nine kernels.
 
 It reaches the model through the attention hook (attention.py): a forward carries this
 decoder's cache object, whose `__call__` is the attention of every layer, so the model's own
@@ -206,14 +206,14 @@ class SharedPromptCache:
     ) -> tuple[Tensor, None]:
         layer: int = module.layer_idx  # type: ignore[assignment]
         if self.prefilling is not None:  # a few groups' prompts: keep their keys, attend as SDPA
-            self._keep_prompts(layer, self.prefilling, key_BHTD, value_BHTD)
+            self.keep_prompts(layer, self.prefilling, key_BHTD, value_BHTD)
             return sdpa_attention_forward(
                 module, query_BHTD, key_BHTD, value_BHTD, attention_mask, dropout, scaling, **kwargs
             )
         assert scaling is not None
         return self.decode(layer, query_BHTD, key_BHTD, value_BHTD, scaling), None
 
-    def _keep_prompts(self, layer: int, first: int, key_GHTD: Tensor, value_GHTD: Tensor) -> None:
+    def keep_prompts(self, layer: int, first: int, key_GHTD: Tensor, value_GHTD: Tensor) -> None:
         """Groups first .. first + G - 1, right-padded to one length (the padding's columns
         are masked)."""
         g, _, length, _ = key_GHTD.shape
@@ -283,7 +283,7 @@ class _LengthsOnDevice(SharedPromptCache):
         self.step_1.add_(1)
         self.own_used.add_(1)
 
-    def _keep_prompts(self, layer: int, first: int, key_GHTD: Tensor, value_GHTD: Tensor) -> None:
+    def keep_prompts(self, layer: int, first: int, key_GHTD: Tensor, value_GHTD: Tensor) -> None:
         g, _, length, _ = key_GHTD.shape
         self.prompt_k[layer][first : first + g, :length] = key_GHTD.transpose(1, 2)
         self.prompt_v[layer][first : first + g, :length] = value_GHTD.transpose(1, 2)
@@ -601,6 +601,16 @@ class PrefixDecoder:
         ids = torch.zeros((len(prompts), longest), dtype=torch.long)
         for i, prompt in enumerate(prompts):
             ids[i, : len(prompt)] = torch.tensor(prompt)
+        fused = self._capture.merged if self._capture is not None else None
+        if isinstance(fused, FusedDecode):  # the step's kernels, not the layers' code
+            first = cache.prefilling
+            assert first is not None
+
+            def keep(layer: int, key: Tensor, value: Tensor) -> None:
+                cache.keep_prompts(layer, first, key, value)
+
+            logits_GV = fused.prefill(ids.to(device), lengths, keep)
+            return list(logits_GV[:, None])
         mask = None
         if min(lengths) < longest:  # padding after a prompt: its columns masked
             mask = (torch.arange(longest)[None] < torch.tensor(lengths)[:, None]).to(device)
@@ -696,8 +706,11 @@ class PrefixDecoder:
 
 
 def _weights_of(capture: _Capture) -> contextlib.AbstractContextManager[None]:
-    """The decode's weights: the merged adapter swapped in, or the model as it is."""
-    return capture.merged.swapped_in() if capture.merged is not None else contextlib.nullcontext()
+    """The weights of a decode through the model's layers: the merged adapter swapped in, or
+    the model as it is (a fused decode computes with its own weights)."""
+    if isinstance(capture.merged, MergedAdapter):
+        return capture.merged.swapped_in()
+    return contextlib.nullcontext()
 
 
 def release(model: nn.Module) -> None:

@@ -38,7 +38,7 @@ from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from thinker.engine.futures import EngineFuture, OrderedExecutor, Serial
-from thinker.engine.local import data_parallel, fast, prefix
+from thinker.engine.local import data_parallel, draw_kernel, fast, prefix
 from thinker.engine.local.decode import EagerDecoder, GraphDecoder
 from thinker.engine.local.forward import target_logprobs, to_host, token_ranges
 from thinker.engine.local.models import on_thread_start
@@ -484,17 +484,23 @@ class LocalSamplingClient:
         longest = max(r.max_tokens for _, r in live)
         logits_BV = decoder.prefill([c.prompt for c, _ in live], [c.n for c, _ in live], longest)
         spans = np.cumsum([0] + [c.n for c, _ in live])
-        last: list[Tensor | None] = [None] * len(live)
+        token_B = torch.zeros(int(spans[-1]), dtype=torch.long, device=logits_BV.device)
+        fused = [r.draws_fused(logits_BV) for _, r in live]
         reader = _TokenReader(self._device, int(spans[-1]))
         for step in range(longest):
-            chose = []
-            # One pass over every row's logits, not one a call (each call then only draws).
-            logprobs_BV = torch.log_softmax(logits_BV, dim=-1, dtype=torch.float32)
-            for i, (_, r) in enumerate(live):
-                if not r.done:  # a finished call's rows keep their last token, unread
-                    last[i] = r.choose(logprobs_BV[spans[i] : spans[i + 1]])
-                    chose.append(i)
-            token_B = torch.cat([t for t in last if t is not None])
+            chose = [i for i, (_, r) in enumerate(live) if not r.done]
+            # A finished call's rows keep their last token, unread. The plain draw takes one
+            # log-softmax over every row's logits, not one a call (each call then only draws).
+            logprobs_BV = None
+            if not all(fused[i] for i in chose):
+                logprobs_BV = torch.log_softmax(logits_BV, dim=-1, dtype=torch.float32)
+            for i in chose:
+                span, r = slice(spans[i], spans[i + 1]), live[i][1]
+                if fused[i]:
+                    r.draw(logits_BV[span], token_B[span])
+                else:
+                    assert logprobs_BV is not None
+                    token_B[span] = r.choose(logprobs_BV[span])
             reader.start(token_B)
             if step + 1 < longest:  # queued before the host reads this step's tokens
                 next_logits_BV = decoder.step(token_B)
@@ -649,6 +655,7 @@ class DecodeRows:
         if self.max_tokens < 1:
             raise ConfigError(f"max_tokens must be at least 1, got {self.max_tokens}")
         self._generator: torch.Generator | None = None
+        self._seeds: np.random.Generator | None = None  # draw_kernel's step seeds
         self._tokens_NT: Tensor | None = None  # (n, max_tokens), filled a column a step
         self._logprobs_NT: Tensor | None = None
         self._topk = topk  # each step's top-k logprobs, kept on the device only when asked
@@ -667,6 +674,43 @@ class DecodeRows:
         self.observe(token_N.tolist())
         return token_N
 
+    def draws_fused(self, logits_NV: Tensor) -> bool:
+        """Whether this call's tokens can be drawn by draw_kernel (one pass over the model's
+        logits, on CUDA): a temperature, no top-k or top-p, no top-k logprobs kept."""
+        params = self.params
+        return (
+            fast.enabled("FUSED_DRAW", logits_NV.device)
+            and draw_kernel.available(logits_NV)
+            and params.temperature >= GREEDY_BELOW
+            and not (params.top_k is not None and params.top_k > 0)
+            and not (params.top_p is not None and params.top_p < 1)
+            and not self._topk
+        )
+
+    def draw(self, logits_NV: Tensor, token_N: Tensor) -> None:
+        """`choose` for a call that `draws_fused`, from its rows' logits in the model's dtype:
+        the tokens written to `token_N` (on the device; `observe` sees them on the host)."""
+        if self._seeds is None:  # each step's noise keyed by a seed from the call's own
+            seed = self.params.seed if self.params.seed is not None else _random_seed()
+            self._seeds = np.random.default_rng(seed)
+        self._buffers(logits_NV.device)
+        assert self._tokens_NT is not None and self._logprobs_NT is not None
+        draw_kernel.draw(
+            logits_NV,
+            self.params.temperature,
+            int(self._seeds.integers(draw_kernel.SEED_BOUND)),
+            token_N,
+            self._tokens_NT[:, self.steps],
+            self._logprobs_NT[:, self.steps],
+        )
+        self.steps += 1
+
+    def _buffers(self, device: torch.device) -> None:
+        if self._tokens_NT is None or self._logprobs_NT is None:
+            shape = (self.n, self.max_tokens)
+            self._tokens_NT = torch.empty(shape, dtype=torch.long, device=device)
+            self._logprobs_NT = torch.empty(shape, dtype=torch.float32, device=device)
+
     def choose(self, logprobs_NV: Tensor) -> Tensor:
         """Each row's next token from its next-token logprobs (fp32 log-softmax of the
         logits), chosen on their device (no wait for the host); the call's stop rules see it
@@ -681,10 +725,8 @@ class DecodeRows:
             token_N = top.indices[:, 0]
         else:
             token_N = _choose(logprobs_NV, self.params, self._generator)
-        if self._tokens_NT is None or self._logprobs_NT is None:
-            shape = (self.n, self.max_tokens)
-            self._tokens_NT = torch.empty(shape, dtype=torch.long, device=token_N.device)
-            self._logprobs_NT = torch.empty(shape, dtype=torch.float32, device=token_N.device)
+        self._buffers(token_N.device)
+        assert self._tokens_NT is not None and self._logprobs_NT is not None
         self._tokens_NT[:, self.steps] = token_N
         self._logprobs_NT[:, self.steps] = logprobs_NV.gather(-1, token_N[:, None]).squeeze(-1)
         if top is not None:
