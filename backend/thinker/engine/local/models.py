@@ -184,10 +184,21 @@ def on_thread_start(device: torch.device) -> Callable[[], None] | None:
     return lambda: torch.cuda.set_device(index)
 
 
+class BuiltinTokenizer(ByT5Tokenizer):
+    """The built-in models' byte-level tokenizer (ByT5's: 3 specials, 256 bytes, 125 extra
+    ids). The random models of real shapes keep their real vocabulary (151,936 or 128,256
+    ids) with no real tokenizer behind it, so their samples hold ids past its 384; such an id
+    decodes as the byte it indexes modulo 256, so that a random model's completions are text
+    (a reward can score them, the playground can show them) instead of a ValueError."""
+
+    def _convert_id_to_token(self, index: int) -> str:
+        return chr((index - self.offset) % self._utf_vocab_size)
+
+
 def load_tokenizer(base_model: str) -> PreTrainedTokenizerBase:
     if base_model.startswith(BUILTIN_PREFIX):
         _check_builtin(base_model)
-        return ByT5Tokenizer()
+        return BuiltinTokenizer()
     try:
         return AutoTokenizer.from_pretrained(base_model, trust_remote_code=trust_remote_code())
     except OSError as e:
