@@ -60,7 +60,13 @@ from thinker.algorithms.reward_model import (
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.data.preferences import PreferencePair
 from thinker.engine import ServiceClient
-from thinker.engine.protocols import APIFuture, CustomLossFn, SamplingClient, TrainingClient
+from thinker.engine.protocols import (
+    APIFuture,
+    CustomLossFn,
+    SamplingClient,
+    TrainingClient,
+    together,
+)
 from thinker.renderers import Message, Renderer, datum_from_tokens_weights, renderer_for
 from thinker.rewards import Completion, Problem
 from thinker.runs import MetricsLogger
@@ -157,7 +163,10 @@ class BradleyTerryReward:
     def compare(self, comparisons: list[Comparison]) -> list[tuple[float, float]]:
         """(P(x beats y), r_x - r_y) of each (prompt, x, y), blocking until all are read."""
         ruled = [unjudged(c) for c in comparisons]
-        futures = {i: self._submit_pair(c) for i, c in enumerate(comparisons) if ruled[i] is None}
+        with together(self.sampler):  # one batch whatever the timing
+            futures = {
+                i: self._submit_pair(c) for i, c in enumerate(comparisons) if ruled[i] is None
+            }
         concurrent.futures.wait([f.future() for fs in futures.values() for f in fs])
         return [
             r if r is not None else _versus([f.result() for f in futures[i]])
@@ -167,7 +176,10 @@ class BradleyTerryReward:
     async def compare_async(self, comparisons: list[Comparison]) -> list[tuple[float, float]]:
         """As `compare`, awaiting the requests instead of blocking on them."""
         ruled = [unjudged(c) for c in comparisons]
-        futures = {i: self._submit_pair(c) for i, c in enumerate(comparisons) if ruled[i] is None}
+        with together(self.sampler):  # one batch whatever the timing
+            futures = {
+                i: self._submit_pair(c) for i, c in enumerate(comparisons) if ruled[i] is None
+            }
         return [
             r if r is not None else _versus([await f for f in futures[i]])
             for i, r in enumerate(ruled)

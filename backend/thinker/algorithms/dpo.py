@@ -51,7 +51,13 @@ from thinker.algorithms.dpo_config import DPOConfig
 from thinker.data import split_train_eval
 from thinker.data.preferences import PreferencePair, load_preference_pairs
 from thinker.engine import ServiceClient
-from thinker.engine.protocols import APIFuture, CustomLossFn, SamplingClient, TrainingClient
+from thinker.engine.protocols import (
+    APIFuture,
+    CustomLossFn,
+    SamplingClient,
+    TrainingClient,
+    together,
+)
 from thinker.files import storage_guard, write_json_atomically
 from thinker.renderers import (
     Message,
@@ -267,11 +273,14 @@ def _message(message: Message, trainable: bool) -> Message:
 async def _score_with_reference(
     reference: SamplingClient, rendered: list[tuple[types.Datum, types.Datum]]
 ) -> list[ScoredPair]:
-    """Each pair with the reference's completion logprob sums (all requests submitted first)."""
-    futures = [
-        (reference.compute_logprobs(_sequence(c)), reference.compute_logprobs(_sequence(r)))
-        for c, r in rendered
-    ]
+    """Each pair with the reference's completion logprob sums (all requests submitted first,
+    as one burst: batched by arrival, a loaded machine would batch a run and its resumption
+    differently, and a logprob's last bits follow its batch)."""
+    with together(reference):
+        futures = [
+            (reference.compute_logprobs(_sequence(c)), reference.compute_logprobs(_sequence(r)))
+            for c, r in rendered
+        ]
     scored = []
     for (chosen, rejected), (chosen_lp, rejected_lp) in zip(rendered, futures, strict=True):
         scored.append(

@@ -61,7 +61,7 @@ from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.data import split_train_eval
 from thinker.data.preferences import PreferencePair, load_preference_pairs
 from thinker.engine import ServiceClient
-from thinker.engine.protocols import APIFuture, SamplingClient, TrainingClient
+from thinker.engine.protocols import APIFuture, SamplingClient, TrainingClient, together
 from thinker.errors import ConfigError, DatasetError
 from thinker.renderers import (
     Message,
@@ -244,7 +244,8 @@ class JudgeReward:
         the shipped RLHF example, RL against the bare judge ended with every held-out answer
         empty, which the judge rated above the SL policy's answers 84% of the time."""
         ruled = [unjudged(c) for c in comparisons]
-        futures = {i: self._submit(c) for i, c in enumerate(comparisons) if ruled[i] is None}
+        with together(self.sampler):  # one batch whatever the timing
+            futures = {i: self._submit(c) for i, c in enumerate(comparisons) if ruled[i] is None}
         # One blocking wait for them all: `.result()` of a finished future never blocks (the
         # tinker SDK warns, at every call, about a blocking `.result()` inside an event loop).
         concurrent.futures.wait([f.future() for fs in futures.values() for f in fs])
@@ -256,7 +257,8 @@ class JudgeReward:
     async def compare_async(self, comparisons: list[Comparison]) -> list[tuple[float, float]]:
         """As `compare`, awaiting the requests instead of blocking on them."""
         ruled = [unjudged(c) for c in comparisons]
-        futures = {i: self._submit(c) for i, c in enumerate(comparisons) if ruled[i] is None}
+        with together(self.sampler):  # one batch whatever the timing
+            futures = {i: self._submit(c) for i, c in enumerate(comparisons) if ruled[i] is None}
         return [
             r if r is not None else _combine([await f for f in futures[i]])
             for i, r in enumerate(ruled)

@@ -41,7 +41,7 @@ from thinker.algorithms.sl_config import SLConfig
 from thinker.bounds import MAX_LORA_RANK, MAX_SEED, STRICT_NUMBERS
 from thinker.data import split_train_eval
 from thinker.data.problems import load_problems
-from thinker.engine.protocols import SamplingClient
+from thinker.engine.protocols import SamplingClient, together
 from thinker.renderers import Renderer
 from thinker.rewards import Problem
 
@@ -167,9 +167,11 @@ async def greedy_answers(
     params = types.SamplingParams(
         max_tokens=max_tokens, temperature=0.0, stop=renderer.get_stop_sequences()
     )
-    futures = [
-        sampler.sample(renderer.build_generation_prompt(p.messages), 1, params) for p in problems
-    ]
+    with together(sampler):  # one batch whatever the timing
+        futures = [
+            sampler.sample(renderer.build_generation_prompt(p.messages), 1, params)
+            for p in problems
+        ]
     answers = []
     for future in futures:
         message, _ = renderer.parse_response(list((await future).sequences[0].tokens))
