@@ -26,12 +26,17 @@ def _rl(root: Path, state: str, name: str, **overrides: object) -> tuple[list[di
 
 def test_rl_raises_the_heldout_reward(warm_start: tuple[Path, str]) -> None:
     """Observed: held-out mean reward 0.105 at step 0, 0.206 / 0.248 / 0.238 at steps 5 / 10 /
-    15 (15 steps, about 25 s); training reward 0.10 -> 0.32-0.35. (0.133 -> 0.311 when every
-    step's gradient was clipped, before grad_clip_norm was per token.)"""
+    15 (15 steps, about 25 s); training reward 0.10 -> 0.32-0.35. On another machine (its CPU
+    kernels round differently, so the run differs): held-out 0.098, then 0.177 / 0.260 / 0.161,
+    training reward 0.121 -> 0.26 over the last five steps. A held-out score of 20 sums moves
+    by 0.05-0.1 from one evaluation to the next, so the test compares the mean after training
+    starts with step 0's, and the training reward's last five steps with its first."""
     metrics, run_dir = _rl(*warm_start, "learn")
     held_out = [m["eval_reward_mean"] for m in metrics if "eval_reward_mean" in m]
     assert len(held_out) == 4
-    assert held_out[-1] > held_out[0] + 0.08, held_out
+    assert sum(held_out[1:]) / 3 > held_out[0] + 0.06, held_out
+    trained = [m["reward_mean"] for m in metrics if "reward_mean" in m]
+    assert sum(trained[-5:]) / 5 > trained[0] + 0.1, trained
     steps = [m for m in metrics if m["step"] > 0]
     assert all(abs(m["kl_sample_train"]) < 1e-4 for m in steps if "kl_sample_train" in m)
     # every step's rollouts were written, with advantages summing to 0 in every kept group
