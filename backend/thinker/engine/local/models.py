@@ -195,6 +195,10 @@ class BuiltinTokenizer(ByT5Tokenizer):
         return chr((index - self.offset) % self._utf_vocab_size)
 
 
+# Saved (a merged export's tokenizer) under ByT5's name, so that any transformers loads it back.
+BuiltinTokenizer.__name__ = "ByT5Tokenizer"
+
+
 def load_tokenizer(base_model: str) -> PreTrainedTokenizerBase:
     if base_model.startswith(BUILTIN_PREFIX):
         _check_builtin(base_model)
