@@ -1,4 +1,5 @@
-"""Multi-turn environments on thinker/tiny: episode rows line up with what the model scores.
+"""Multi-turn environments on thinker/tiny: episode rows line up with what the model scores,
+and RL raises the win rate of a two-turn game.
 
 The policy is a short SL warm start on games of guess-the-number, half played well and half at
 random, so that it follows the format (guesses that end their turn) and RL has a better way of
@@ -17,17 +18,19 @@ from tinker import types
 
 import thinker
 from thinker.algorithms.episodes import Budget, reply_tokens, sample_groups
+from thinker.algorithms.loop_config import LrSchedule
+from thinker.algorithms.rl import RLConfig
+from thinker.algorithms.rl import main as rl_main
 from thinker.algorithms.sl import SLConfig
 from thinker.algorithms.sl import main as sl_main
 from thinker.envs import EnvConfig, EnvStep, build_env_factory
 from thinker.renderers import TrainOnWhat, renderer_for
 from thinker.renderers.base import Message
 from thinker.rewards import ExactMatchReward, Problem
-from thinker.runs import RunLogger
+from thinker.runs import RunDir, RunLogger, read_metrics
 
 LOW, HIGH = 1, 4
 TURNS = 3
-OPENING = f"I am thinking of a number from {LOW} to {HIGH}. Guess it."
 
 
 def _write(path: Path, rows: list[dict]) -> Path:
@@ -35,16 +38,19 @@ def _write(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def _games(n: int, seed: int) -> list[dict]:
-    """Conversations of up to TURNS guesses, answered as the game answers them: half played
-    well (each guess one the hints so far allow), half at random (hints ignored, guesses
-    repeated), so the warm policy plays well about half the time."""
+def _games(
+    n: int, seed: int, high: int = HIGH, turns: int = TURNS, well: float = 0.5
+) -> list[dict]:
+    """Conversations of up to `turns` guesses from LOW to `high`, answered as the game answers
+    them: a share `well` played well (each guess one the hints so far allow; 0.5: every other
+    game), the rest at random (hints ignored, guesses repeated)."""
     rng, rows = random.Random(seed), []
     for k in range(n):
-        secret, messages = rng.randint(LOW, HIGH), [{"role": "user", "content": OPENING}]
-        allowed = list(range(LOW, HIGH + 1))
-        for _turn in range(TURNS):
-            guess = rng.choice(allowed) if k % 2 == 0 else rng.randint(LOW, HIGH)
+        secret, messages = rng.randint(LOW, high), [{"role": "user", "content": _opening(high)}]
+        allowed = list(range(LOW, high + 1))
+        good = k % 2 == 0 if well == 0.5 else rng.random() < well
+        for _turn in range(turns):
+            guess = rng.choice(allowed) if good else rng.randint(LOW, high)
             messages.append({"role": "assistant", "content": str(guess)})
             if guess == secret:
                 break
@@ -57,12 +63,19 @@ def _games(n: int, seed: int) -> list[dict]:
     return rows
 
 
-def _warm_start(root: Path, name: str, rows: list[dict], steps: int) -> str:
+def _opening(high: int) -> str:
+    return f"I am thinking of a number from {LOW} to {high}. Guess it."
+
+
+def _warm_start(
+    root: Path, name: str, rows: list[dict], steps: int, schedule: LrSchedule = "linear"
+) -> str:
     config = SLConfig(
         dataset=_write(root / f"{name}.jsonl", rows),
         train_on_what=TrainOnWhat.ALL_ASSISTANT_MESSAGES,
         eval_fraction=0.0,
         learning_rate=3e-3,
+        lr_schedule=schedule,
         batch_size=32,
         max_steps=steps,
         save_every=0,
@@ -94,7 +107,7 @@ def test_episode_rows_line_up_with_what_the_model_scores(game: tuple[Path, str])
     env = EnvConfig(type="guess_number", max_turns=3, options={"low": LOW, "high": HIGH})
     factory = build_env_factory(env, ExactMatchReward(), renderer.name)
     params = types.SamplingParams(max_tokens=12, stop=renderer.get_stop_sequences(), seed=5)
-    problem = Problem(messages=[Message(role="user", content=OPENING)], answer="3")
+    problem = Problem(messages=[Message(role="user", content=_opening(HIGH))], answer="3")
     (rollouts,) = asyncio.run(
         sample_groups(policy, renderer, factory, [problem], 8, [params], Budget(12, 3), [1])
     )
@@ -126,3 +139,44 @@ def _unsampled_runs(tokens: list[int], sampled: list[bool]) -> list[list[int]]:
                 runs.append([])
             runs[-1].append(t)
     return runs
+
+
+def test_rl_raises_the_win_rate_of_a_two_turn_game(tmp_path: Path) -> None:
+    """Guess a number from 1 to 2 in two turns: a second-turn win takes using the game's reply
+    (after "higher" say 2, after "lower" 1). The warm start, 180 SL steps at a constant rate on
+    games 15% played well and the rest at random, follows hints only in part (thinker/tiny
+    learns to look back at a hint only after ~150 steps); 20 RL steps of 16 games x 8 make it
+    follow them. Observed: training win rate 0.75 at step 1, 0.848 over the last five steps;
+    held-out reward on 128 games 0.749, then 0.758 / 0.818 / 0.800 / 0.843 (steps 5-20).
+    About 75 s."""
+    rows = _games(400, 0, high=2, turns=2, well=0.15)
+    state = _warm_start(tmp_path, "warm", rows, 180, "constant")
+    rng = random.Random(5)
+
+    def games(n: int) -> Path:
+        problems = [{"prompt": _opening(2), "secret": rng.randint(LOW, 2)} for _ in range(n)]
+        return _write(tmp_path / f"games{n}.jsonl", problems)
+
+    config = RLConfig(
+        dataset=games(64),
+        eval_dataset=games(128),
+        init_from=state,
+        env=EnvConfig(type="guess_number", max_turns=2, options={"low": LOW, "high": 2}),
+        group_size=8,
+        groups_per_batch=16,
+        max_tokens=12,
+        learning_rate=2e-3,
+        max_steps=20,
+        eval_every=5,
+        save_every=0,
+        log_path=tmp_path / "rl",
+    )
+    asyncio.run(
+        rl_main(config, thinker.ServiceClient(storage_dir=tmp_path), RunLogger(config.log_path))
+    )
+    metrics = read_metrics(RunDir(config.log_path).metrics)
+    won = [m["env/won"] for m in metrics if "env/won" in m]
+    held_out = [m["eval_reward_mean"] for m in metrics if "eval_reward_mean" in m]
+    assert len(won) == 20 and len(held_out) == 5
+    assert sum(won[-5:]) / 5 > won[0] + 0.04, won
+    assert sum(held_out[1:]) / 4 > held_out[0] + 0.02, held_out
