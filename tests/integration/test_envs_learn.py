@@ -14,13 +14,12 @@ import random
 from pathlib import Path
 
 import pytest
+from tests.support import rl_example
 from tinker import types
 
 import thinker
 from thinker.algorithms.episodes import Budget, reply_tokens, sample_groups
 from thinker.algorithms.loop_config import LrSchedule
-from thinker.algorithms.rl import RLConfig
-from thinker.algorithms.rl import main as rl_main
 from thinker.algorithms.sl import SLConfig
 from thinker.algorithms.sl import main as sl_main
 from thinker.envs import EnvConfig, EnvStep, build_env_factory
@@ -157,23 +156,18 @@ def test_rl_raises_the_win_rate_of_a_two_turn_game(tmp_path: Path) -> None:
         problems = [{"prompt": _opening(2), "secret": rng.randint(LOW, 2)} for _ in range(n)]
         return _write(tmp_path / f"games{n}.jsonl", problems)
 
-    config = RLConfig(
+    config = rl_example.rl_config(  # the RL example's groups, other data and settings
+        tmp_path,
+        state,
+        "rl",
         dataset=games(64),
         eval_dataset=games(128),
-        init_from=state,
         env=EnvConfig(type="guess_number", max_turns=2, options={"low": LOW, "high": 2}),
-        group_size=8,
-        groups_per_batch=16,
         max_tokens=12,
         learning_rate=2e-3,
         max_steps=20,
-        eval_every=5,
-        save_every=0,
-        log_path=tmp_path / "rl",
     )
-    asyncio.run(
-        rl_main(config, thinker.ServiceClient(storage_dir=tmp_path), RunLogger(config.log_path))
-    )
+    rl_example.run_rl(tmp_path, config)
     metrics = read_metrics(RunDir(config.log_path).metrics)
     won = [m["env/won"] for m in metrics if "env/won" in m]
     held_out = [m["eval_reward_mean"] for m in metrics if "eval_reward_mean" in m]
