@@ -271,8 +271,9 @@ class LocalSamplingClient:
         and before the last `prompt_logprobs_last_n` tokens when that is set.
 
         Requests made before the first of them runs are computed together, in batches of up
-        to LOGPROB_BATCH_TOKENS (DPO asks for every pair's reference at once). A sampling
-        client's weights never change, so batching cannot change an answer. The batch scores
+        to LOGPROB_BATCH_TOKENS (DPO asks for every pair's reference at once). Which requests
+        share a batch moves an answer in its last bits only; callers that must get the same
+        bits on every run (DPO's references, the judges) make theirs in a `burst`. The batch scores
         whole prompts: `prompt_logprobs_last_n` only blanks the rest (no prefix cache here).
         """
         tokens = prompt.to_ints()
