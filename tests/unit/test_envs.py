@@ -15,7 +15,7 @@ from thinker.envs.builtin import GuessNumberEnv, ToolEnv
 from thinker.envs.tools import CALCULATOR, ToolCallError, calculate, parse_tool_calls
 from thinker.errors import ConfigError
 from thinker.renderers.base import Message
-from thinker.rewards import ExactMatchReward, Problem
+from thinker.rewards import Completion, ExactMatchReward, Problem
 
 
 def test_the_calculator_does_arithmetic_and_nothing_else() -> None:
@@ -162,3 +162,21 @@ def test_a_custom_environment_class_is_loaded_next_to_the_config(tmp_path: Path)
                 "role_colon",
                 tmp_path,
             )
+
+
+def test_a_custom_tool_environment_gets_the_renderer_and_may_drop_the_tool_text() -> None:
+    """A factory whose constructor takes `renderer` gets the run's chat format (its episodes
+    read calls in it), as it gets `reward_fn`; `instructions=""` opens without the system
+    message that offers the tools."""
+    config = EnvConfig(type="custom", class_path="tests.support.forecast_env:ForecastFactory")
+    factory = build_env_factory(config, ExactMatchReward(), "qwen3")
+    problem = Problem(messages=[Message(role="user", content="Tomorrow?")], answer="rainy")
+    (env,) = factory.group(problem, 1, seed=0)
+    assert env.initial_messages() == problem.messages  # no system text
+    call = env.step(
+        _assistant('<tool_call>{"name": "forecast", "arguments": {}}</tool_call>'), False
+    )
+    assert call.messages == [Message(role="tool", content="rainy")]  # qwen3's tool role
+    assert factory.final_rewards(problem, [Completion(text="rainy", terminated=True)]) == [1.0]
+    offered = ToolEnv(problem, {"calculator": CALCULATOR}, "qwen3", instructions="Use tools.")
+    assert offered.initial_messages()[0] == Message(role="system", content="Use tools.")

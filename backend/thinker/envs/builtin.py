@@ -42,13 +42,27 @@ class ToolEnv(Env):
     results (or what was wrong with them) back; a message without one is the final answer,
     which the run's reward scores."""
 
-    def __init__(self, problem: Problem, tools: dict[str, Tool], renderer: str) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        tools: dict[str, Tool],
+        renderer: str,
+        instructions: str | None = None,
+    ) -> None:
+        """`instructions`: the system text that offers the tools; None: the built-in one
+        (format_instructions); "": none, for a policy already tuned to the call format (a
+        custom environment's choice: every token of it is in every episode)."""
         self.problem, self.tools, self.renderer = problem, tools, renderer
+        self.instructions = instructions
         self.calls = self.errors = 0
 
     def initial_messages(self) -> list[Message]:
-        system = format_instructions(list(self.tools.values()), self.renderer)
+        system = self.instructions
+        if system is None:
+            system = format_instructions(list(self.tools.values()), self.renderer)
         messages = list(self.problem.messages)
+        if not system:
+            return messages
         if messages and messages[0]["role"] == "system":  # the dataset's own system prompt first
             first = messages.pop(0)
             system = f"{first['content']}\n\n{system}"

@@ -33,7 +33,7 @@ def build_env_factory(
             )
         case "custom":
             assert config.class_path is not None, "checked by EnvConfig"
-            return _custom(config.class_path, config, reward_fn, base_dir)
+            return _custom(config.class_path, config, reward_fn, renderer, base_dir)
     raise ConfigError(f"unknown env type {config.type!r}")
 
 
@@ -43,9 +43,11 @@ def _tool(name: str, config: EnvConfig) -> Tool:
     return python_tool(config.timeout_s, config.cpu_s, config.memory_mb)
 
 
-def _custom(path: str, config: EnvConfig, reward_fn: RewardFn, base_dir: Path | None) -> EnvFactory:
+def _custom(
+    path: str, config: EnvConfig, reward_fn: RewardFn, renderer: str, base_dir: Path | None
+) -> EnvFactory:
     """`module:Class`, an EnvFactory subclass, built with `options` as keyword arguments (and
-    `reward_fn=` if its constructor takes it)."""
+    `reward_fn=` and `renderer=`, the chat format's name, if its constructor takes them)."""
     module_name, _, class_name = path.partition(":")
     if not module_name or not class_name:
         raise ConfigError(f"env class_path {path!r} is not 'module:Class'")
@@ -62,8 +64,11 @@ def _custom(path: str, config: EnvConfig, reward_fn: RewardFn, base_dir: Path | 
             f"{module_name!r} (thinker.envs.EnvFactory)"
         )
     kwargs: dict[str, object] = dict(config.options)
-    if "reward_fn" in cls.__init__.__code__.co_varnames:
+    takes = cls.__init__.__code__.co_varnames
+    if "reward_fn" in takes:
         kwargs["reward_fn"] = reward_fn
+    if "renderer" in takes:  # a tool environment reads calls in the renderer's format
+        kwargs["renderer"] = renderer
     try:
         return cls(**kwargs)
     except TypeError as e:
