@@ -16,7 +16,7 @@ from thinker.jobs.procs import is_alive
 
 LONG = {"max_steps": 300, "batch_size": 4, "save_every": 10, "eval_every": 50}
 # Killed once past step 25 (a tenth of a second after it is seen), resumed, and run to the end.
-RESUMED = {**LONG, "max_steps": 150}
+RESUMED = {**LONG, "max_steps": 80}
 # More steps than any machine runs while the test watches: the job is cancelled through the
 # restarted server, so the test's length does not depend on the machine's speed.
 ENDLESS = {"max_steps": 100_000, "batch_size": 4, "save_every": 10, "eval_every": 0}
