@@ -138,6 +138,12 @@ def test_episode_rows_line_up_with_what_the_model_scores(game: tuple[Path, str])
         assert r.reward == pytest.approx(1.0 - 0.1 * (policy_turns - 1) if won else 0.0)
 
 
+def _series(run: Path, *keys: str) -> list[list[float]]:
+    """Each metric of `keys` over the run's steps, in the order logged."""
+    metrics = read_metrics(RunDir(run).metrics)
+    return [[m[key] for m in metrics if key in m] for key in keys]
+
+
 def _unsampled_runs(tokens: list[int], sampled: list[bool]) -> list[list[int]]:
     runs: list[list[int]] = []
     for k, (t, s) in enumerate(zip(tokens, sampled, strict=True)):
@@ -176,9 +182,7 @@ def test_rl_raises_the_win_rate_of_a_two_turn_game(tmp_path: Path) -> None:
         max_steps=20,
     )
     rl_example.run_rl(tmp_path, config)
-    metrics = read_metrics(RunDir(config.log_path).metrics)
-    won = [m["env/won"] for m in metrics if "env/won" in m]
-    held_out = [m["eval_reward_mean"] for m in metrics if "eval_reward_mean" in m]
+    won, held_out = _series(config.log_path, "env/won", "eval_reward_mean")
     assert len(won) == 20 and len(held_out) == 5
     assert sum(won[-5:]) / 5 > won[0] + 0.04, won
     assert sum(held_out[1:]) / 4 > held_out[0] + 0.02, held_out
@@ -231,10 +235,9 @@ def test_rl_raises_the_use_of_a_tool_the_task_needs(tmp_path: Path) -> None:
         max_steps=10,
     )
     rl_example.run_rl(tmp_path, config)
-    metrics = read_metrics(RunDir(config.log_path).metrics)
-    calls = [m["env/tool_calls"] for m in metrics if "env/tool_calls" in m]
-    reward = [m["reward_mean"] for m in metrics if "reward_mean" in m]
-    held_out = [m["eval_reward_mean"] for m in metrics if "eval_reward_mean" in m]
+    calls, reward, held_out = _series(
+        config.log_path, "env/tool_calls", "reward_mean", "eval_reward_mean"
+    )
     assert len(calls) == 10 and len(held_out) == 3
     assert sum(calls[-3:]) / 3 > calls[0] + 0.05, calls
     assert sum(reward[-3:]) / 3 > reward[0] + 0.08, reward

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def _custom(
             f"{module_name!r} (thinker.envs.EnvFactory)"
         )
     kwargs: dict[str, object] = dict(config.options)
-    takes = cls.__init__.__code__.co_varnames
+    takes = inspect.signature(cls).parameters  # the constructor's, not its local names
     if "reward_fn" in takes:
         kwargs["reward_fn"] = reward_fn
     if "renderer" in takes:  # a tool environment reads calls in the renderer's format
