@@ -73,13 +73,22 @@ def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     """Write JSON to a temporary file beside `path`, fsync it, then `os.replace` it in; on a
     failure (a full disk) the temporary file is removed and `path` is left as it was. A no-op
     on a rank other than 0 (`records_here`)."""
+    _write_atomically(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+def write_jsonl_atomically(path: Path, records: list[dict[str, Any]]) -> None:
+    """`records` as the JSON lines of `path`, written whole or not at all (as
+    `write_json_atomically`)."""
+    _write_atomically(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in records))
+
+
+def _write_atomically(path: Path, text: str) -> None:
     if not records_here():
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, allow_nan=False)
-            f.write("\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

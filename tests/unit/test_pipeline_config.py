@@ -644,7 +644,7 @@ def test_metadata_json_is_strict_and_written_atomically(tmp_path: Path) -> None:
 
 def test_weighted_nll_by_hand() -> None:
     """logprobs [None, -1, -2, -0.5], weights [0, 0, 1, 1]: NLL 2 + 0.5 = 2.5 over 2 tokens."""
-    from thinker.pipeline.evaluate import weighted_nll
+    from thinker.algorithms.evaluation import weighted_nll
 
     assert weighted_nll([None, -1.0, -2.0, -0.5], [0.0, 0.0, 1.0, 1.0]) == (2.5, 2.0)
 

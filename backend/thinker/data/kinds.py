@@ -25,6 +25,8 @@ TRAINS_ON: dict[str, tuple[DatasetKind, ...]] = {
     "rl": (DatasetKind.PROBLEMS,),
     # batch work trains nothing: it answers the prompts of these rows
     "batch": (DatasetKind.CHAT, DatasetKind.PROMPT_COMPLETION, DatasetKind.PROBLEMS),
+    # an evaluation answers them too, and scores the answers against their references
+    "eval": (DatasetKind.CHAT, DatasetKind.PROMPT_COMPLETION, DatasetKind.PROBLEMS),
 }
 
 # The fields a row of each kind needs, as error messages name them.

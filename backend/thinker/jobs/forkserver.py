@@ -55,6 +55,7 @@ PRELOAD = (
     "thinker.algorithms.bradley_terry",
     "thinker.algorithms.rlhf",
     "thinker.algorithms.batch",
+    "thinker.algorithms.evaluation",
 )
 REAP_EVERY_S = 1.0
 DYING_WAIT_S = 2.0  # how long an exit query waits for a dying child to become reapable

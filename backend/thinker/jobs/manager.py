@@ -50,6 +50,7 @@ from thinker.jobs.start import (
     fit_problems,
     job_config,
     proposal_for,
+    resolve_eval_models,
     resolve_start,
 )
 from thinker.jobs.states import ACTIVE_STATES, RESUMABLE_STATES, JobState
@@ -216,7 +217,14 @@ class JobManager:
                 "backend: tinker needs a Tinker API key; store one with PUT "
                 "/api/settings/tinker-key (or set TINKER_API_KEY for the server)"
             )
-        if algorithm == "batch":  # nothing trains: the settings are as given, none proposed
+        if algorithm == "eval":  # the base model first, then config.models, each resolved
+            async with self.sessions() as session:
+                start, config = await resolve_eval_models(
+                    session, self.settings.runs_dir, base_model, config, backend
+                )
+            lookup, fit = await self._refs(), []
+            check_dataset_files(algorithm, dataset_id, config, lookup)
+        elif algorithm == "batch":  # nothing trains: the settings are as given, none proposed
             async with self.sessions() as session:
                 start = await resolve_start(session, self.settings.runs_dir, base_model, backend)
             lookup, fit = await self._refs(), []

@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic.config import JsonDict
 from pydantic.fields import FieldInfo
 
+from thinker.algorithms.evaluation_config import MAX_MODELS, EvalModel
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rl_config import RLConfig
 from thinker.algorithms.rlhf import SHARED_FIELDS as RLHF_SHARED
@@ -42,6 +43,7 @@ from thinker.pipeline.config import (
     ALGORITHMS,
     BatchRun,
     DPOTraining,
+    EvalRun,
     RLHFTraining,
     RLTraining,
     SLTraining,
@@ -56,7 +58,15 @@ NOT_IN_CONFIG = ("algorithm", "backend", "base_model", "name")
 # The dashboard shows descriptions as help: said for users, not for API clients (x-proposed
 # tells those, and POST /api/jobs/proposal gives the value).
 PROPOSED_NOTE = "Left out, the server proposes it from the data and the base model."
-PREFIX = {"sl": "SL", "dpo": "DPO", "rl": "RL", "rlhf": "RLHF", "rm": "RM", "batch": "Batch"}
+PREFIX = {
+    "sl": "SL",
+    "dpo": "DPO",
+    "rl": "RL",
+    "rlhf": "RLHF",
+    "rm": "RM",
+    "batch": "Batch",
+    "eval": "Eval",
+}
 
 
 def proposed_keys() -> dict[str, frozenset[str]]:
@@ -234,12 +244,34 @@ BatchJobConfig = _derive(
     BatchRun,
     {*SERVER_SET, *NOT_IN_CONFIG},
 )
+EvalJobConfig = _derive(
+    "EvalJobConfig",
+    "The settings of an eval job (the base model, then each of `models`, answer every row of "
+    "its dataset; the answers are scored and every pair of models compared); each left out "
+    "takes its default.",
+    EvalRun,
+    {*SERVER_SET, *NOT_IN_CONFIG},
+    added={
+        "models": (
+            list[EvalModel | str],
+            Field(
+                default_factory=list,
+                max_length=MAX_MODELS - 1,
+                description="The models evaluated after the base model, each compared with it "
+                "and with one another: a library model (mdl_...), a base model, or sampler "
+                "weights on the server; an object gives it a `name`.",
+                json_schema_extra={"default": []},
+            ),
+        )
+    },
+)
 JOB_CONFIGS: dict[str, type[BaseModel]] = {
     "sl": SLJobConfig,
     "dpo": DPOJobConfig,
     "rl": RLJobConfig,
     "rlhf": RLHFJobConfig,
     "batch": BatchJobConfig,
+    "eval": EvalJobConfig,
 }
 
 
@@ -254,6 +286,8 @@ def by_algorithm(
         what, then = "The id of the dataset to train on", ""
         if algorithm == "batch":
             what = "The id of the dataset whose rows the model answers"
+        if algorithm == "eval":
+            what = "The id of the eval set the models answer"
         if algorithm == "rlhf":
             what = "The id of the SL stage's demonstrations"
             then = "; config.rm and config.rl name theirs"

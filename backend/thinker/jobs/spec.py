@@ -190,7 +190,7 @@ def _resolve(
     if ref is None:
         return [f"{field}: no dataset with id {dataset_id!r}"]
     if ref.kind not in TRAINS_ON[algorithm]:
-        uses = "answers" if algorithm == "batch" else "trains on"
+        uses = "answers" if algorithm in ("batch", "eval") else "trains on"
         return [
             f"{field}: dataset {ref.id} holds {ref.kind} rows; {algorithm} {uses} "
             f"{' or '.join(TRAINS_ON[algorithm])}"

@@ -115,6 +115,76 @@ async def _library_start(session: Any, runs_dir: Path, model_id: str, backend: s
     return StartPoint(model.base_model, facts, model, str(state), str(sampler))
 
 
+async def resolve_eval_models(
+    session: Any, runs_dir: Path, base_model: str, config: dict[str, Any], backend: str
+) -> tuple[StartPoint, dict[str, Any]]:
+    """An eval job's models: its `base_model` first (the baseline), then `config.models`,
+    each a base model (checked as a job's base model is), sampler weights, or a library
+    model (its sampler weights, its name and id). Returns where the job starts (the
+    baseline's base model) and the config with the models resolved.
+
+    Raises:
+        ConfigError: A model that cannot be had, named by where it is given.
+    """
+    given = config.get("models", [])
+    if not isinstance(given, list):
+        return await resolve_start(session, runs_dir, base_model, backend), config
+    entries: list[tuple[str, Any]] = [("base_model", base_model)]
+    entries += [(f"config.models[{i}]", entry) for i, entry in enumerate(given)]
+    resolved: list[Any] = []
+    start: StartPoint | None = None
+    for where, entry in entries:
+        ref = entry if isinstance(entry, str) else None
+        if isinstance(entry, dict):
+            ref = entry.get("id") or entry.get("model")
+        if not isinstance(ref, str) or not ref:
+            resolved.append(entry)  # the schema says what is wrong with it
+            continue
+        model, point = await _eval_model(session, runs_dir, ref, backend, where)
+        if isinstance(entry, dict) and entry.get("name") is not None:
+            model["name"] = entry["name"]
+        if isinstance(entry, dict) and model.get("base_model") is None:
+            model["base_model"] = entry.get("base_model")
+        resolved.append(model)
+        start = start or point
+    assert start is not None  # the base model comes first
+    return start, {**config, "models": resolved}
+
+
+async def _eval_model(
+    session: Any, runs_dir: Path, ref: str, backend: str, where: str
+) -> tuple[dict[str, Any], StartPoint]:
+    if not ref.startswith("mdl_"):
+        if checkpoints.is_path(ref) or (Path(ref) / checkpoints.STATE_FILE).is_file():
+            return {"model": ref}, StartPoint(ref, _tinker_facts(ref))  # sampler weights
+        try:
+            point = await resolve_start(session, runs_dir, ref, backend)
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("base_model:", f"{where}:", 1)) from None
+        return {"model": ref}, point
+    model = await session.get(Model, ref)
+    if model is None:
+        raise ConfigError(f"{where}: no model {ref!r} in the library")
+    if model.backend != backend:
+        raise ConfigError(
+            f"{where}: {ref} was trained on the {model.backend} backend; evaluate it with "
+            f"backend {model.backend}"
+        )
+    path = model.sampler_path
+    if path is None:
+        raise ConfigError(f"{where}: {ref} has no sampler weights to answer with")
+    if backend == "local":
+        try:
+            path = str(local_checkpoint(runs_dir, model, path))
+        except NotFoundError as e:
+            raise ConfigError(f"{where}: {e}") from None
+        facts = await _inspect(model.base_model)
+    else:
+        facts = _tinker_facts(model.base_model)
+    entry = {"model": path, "name": model.name, "id": model.id, "base_model": model.base_model}
+    return entry, StartPoint(model.base_model, facts)  # evaluated, not continued: no parent
+
+
 async def _inspect(name: str) -> ModelFacts:
     try:
         return await asyncio.wait_for(asyncio.to_thread(inspect_model, name), INSPECT_TIMEOUT_S)

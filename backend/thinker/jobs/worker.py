@@ -39,7 +39,7 @@ from thinker.files import is_disk_full, storage_error, write_json_atomically
 from thinker.jobs.events import append_event
 from thinker.jobs.executor import PARENT_ENV
 from thinker.jobs.states import JobState
-from thinker.pipeline.config import BatchRun, JobConfig, JobSection, TrainingSection
+from thinker.pipeline.config import JobConfig, JobSection, TrainingSection, WorkSection
 from thinker.pipeline.metadata import (
     git_commit,
     package_versions,
@@ -169,7 +169,7 @@ def run(run_dir: Path) -> int:
     try:
         section = _section(spec)
         result = _train(run_dir, spec, section)
-        if not isinstance(section, BatchRun):  # batch work trains no model to judge
+        if not isinstance(section, WorkSection):  # batch or eval work trains no model to judge
             _report(run_dir, spec, section, result)
     except KeyboardInterrupt:
         _release_room(run_dir)

@@ -52,6 +52,7 @@ from pydantic import (
 
 from thinker.algorithms.batch_config import BatchConfig
 from thinker.algorithms.dpo_config import DPOConfig
+from thinker.algorithms.evaluation_config import EvalConfig
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rl_config import RLConfig
 from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
@@ -63,7 +64,7 @@ from thinker.renderers import known_renderer
 
 Backend = Literal["local", "tinker"]
 ALGORITHMS = ("sl", "dpo", "rl", "rlhf")  # what trains (and what a proposal is made for)
-JOB_ALGORITHMS = (*ALGORITHMS, "batch")  # what a job of the server may run
+JOB_ALGORITHMS = (*ALGORITHMS, "batch", "eval")  # what a job of the server may run
 # rlhf is itself three stages (it links its own); rm, a judge for a later rl stage, is a stage
 STAGE_ALGORITHMS = ("sl", "dpo", "rl", "rm")
 # What `training:` may give once for every stage (a stage's own value wins), and what every
@@ -221,9 +222,22 @@ class BatchRun(_PipelineSection, BatchConfig):
         return BatchConfig.model_validate(self._run_fields(run_dir, overrides))
 
 
+class EvalRun(_PipelineSection, EvalConfig):
+    """`algorithm: eval` (a job of the server): models answer the eval set, their answers are
+    scored and every pair is compared with its significance (algorithms/evaluation.py);
+    nothing is trained."""
+
+    algorithm: Literal["eval"] = "eval"
+
+    def to_run_config(self, run_dir: Path, **overrides: Any) -> EvalConfig:
+        """The evaluation's config, writing into `run_dir`."""
+        return EvalConfig.model_validate(self._run_fields(run_dir, overrides))
+
+
 StageSection = SLTraining | DPOTraining | RLTraining | RMTraining
 TrainingSection = SLTraining | DPOTraining | RLTraining | RLHFTraining | RMTraining
-JobSection = TrainingSection | BatchRun
+JobSection = TrainingSection | BatchRun | EvalRun
+WorkSection = BatchRun | EvalRun  # jobs that train nothing: no report, no model
 _STAGE_CLASSES: dict[str, type[StageSection]] = {
     "sl": SLTraining,
     "dpo": DPOTraining,
@@ -252,7 +266,8 @@ JobConfig = Annotated[
     | Annotated[DPOTraining, Tag("dpo")]
     | Annotated[RLTraining, Tag("rl")]
     | Annotated[RLHFTraining, Tag("rlhf")]
-    | Annotated[BatchRun, Tag("batch")],
+    | Annotated[BatchRun, Tag("batch")]
+    | Annotated[EvalRun, Tag("eval")],
     Discriminator(_algorithm_of),
 ]
 StageConfig = Annotated[

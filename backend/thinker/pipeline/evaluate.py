@@ -24,7 +24,6 @@ of chat rows.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +31,12 @@ from typing import Any
 
 from tinker import types
 
+from thinker.algorithms.evaluation import weighted_nll
 from thinker.data import load_conversations, split_train_eval
 from thinker.engine import ServiceClient
 from thinker.engine.protocols import APIFuture, SamplingClient
 from thinker.errors import DatasetError
+from thinker.files import write_jsonl_atomically
 from thinker.pipeline.config import (
     RLHF_STAGES,
     PipelineConfig,
@@ -109,7 +110,8 @@ async def evaluate(
         seed=seed,
     )
     if output is not None:
-        _write_jsonl(output, [r.to_json() for r in results])
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl_atomically(output, [r.to_json() for r in results])
     return summarize(results)
 
 
@@ -150,13 +152,6 @@ def summarize(results: list[SampleResult]) -> dict[str, float]:
         "exact_match": sum(r.exact_match for r in results) / len(results) if results else math.nan,
         "num_samples": float(len(results)),
     }
-
-
-def weighted_nll(logprobs: list[float | None], weights: list[float]) -> tuple[float, float]:
-    """(sum of -w * log p, sum of w) over the positions that have a logprob (not position 0)."""
-    nll = sum(-w * lp for lp, w in zip(logprobs, weights, strict=True) if lp is not None and w)
-    weight = sum(w for lp, w in zip(logprobs, weights, strict=True) if lp is not None)
-    return nll, weight
 
 
 @dataclass
@@ -204,15 +199,6 @@ async def _collect(p: _Pending, renderer: Renderer) -> SampleResult:
         trained_tokens=weight,
         stop_reason=reason,
     )
-
-
-def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for record in records:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
-    tmp.replace(path)
 
 
 def eval_conversations(config: PipelineConfig) -> list[list[Message]]:

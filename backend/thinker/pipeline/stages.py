@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from thinker.algorithms import batch
+from thinker.algorithms import batch, evaluation
 from thinker.algorithms.common import RunResult, make_service
 from thinker.algorithms.rlhf import compare_policies, held_out_problems
 from thinker.engine import ServiceClient
@@ -35,6 +35,7 @@ from thinker.errors import ConfigError, ThinkerError
 from thinker.pipeline.config import (
     BatchRun,
     DPOTraining,
+    EvalRun,
     JobSection,
     PipelineConfig,
     RLHFTraining,
@@ -64,6 +65,8 @@ async def train_job(section: JobSection, run: RunDir, logger: MetricsLogger) -> 
     batch job's work, which trains nothing."""
     if isinstance(section, BatchRun):
         return await batch.main(section.to_run_config(run.path), logger)
+    if isinstance(section, EvalRun):
+        return await evaluation.main(section.to_run_config(run.path), logger)
     if not isinstance(section, RLHFTraining):
         service = make_service(section, run.path)
         return await train_section(section, run.path, service, logger=logger)

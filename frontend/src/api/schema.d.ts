@@ -364,6 +364,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/jobs/{job_id}/evaluation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Job Evaluation
+         * @description An eval job's results, once it finished: each model's mean score (with its bootstrap
+         *     95% interval) and NLL, each pair's comparison (wins, ties, losses, B's win rate with its
+         *     interval, the sign test's p-value, the verdict), the Bradley-Terry leaderboard; and a
+         *     page of the prompts with every model's answers and scores, by prompt, by a model's score
+         *     (`model`, default the last; "-score": best first) or by how far the models' scores are
+         *     apart ("-spread": the largest disagreement first), all or only where they disagree.
+         */
+        get: operations["read_job_evaluation"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/evaluation/download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download Job Evaluation
+         * @description An eval job's samples.jsonl: per prompt, its reference and every model's answers and
+         *     scores.
+         */
+        get: operations["download_job_evaluation"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/jobs/{job_id}/events": {
         parameters: {
             query?: never;
@@ -562,6 +608,29 @@ export interface paths {
          *     model: its LoRA adapter on its base model, ready to chat with and to train further.
          */
         post: operations["import_model"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/models/leaderboard": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Leaderboard
+         * @description The models evaluated on one eval set, best first: a Bradley-Terry fit (Elo scale) of
+         *     every pairwise result of the finished eval jobs on that dataset scored by `scorer`
+         *     (default: the latest job's). Library models carry their id: the first is the best for
+         *     this eval set.
+         */
+        get: operations["read_leaderboard"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1810,6 +1879,217 @@ export interface components {
             /** Message */
             message: string;
         };
+        /**
+         * EvalJobConfig
+         * @description The settings of an eval job (the base model, then each of `models`, answer every row of its dataset; the answers are scored and every pair of models compared); each left out takes its default.
+         */
+        EvalJobConfig: {
+            /**
+             * Alpha
+             * @description A comparison is significant when its p-value is below this.
+             * @default 0.05
+             */
+            alpha: number;
+            /**
+             * Max Examples
+             * @description Evaluate the first this many rows; null: all.
+             */
+            max_examples?: number | null;
+            /**
+             * Max Tokens
+             * @description Tokens per answer.
+             * @default 128
+             */
+            max_tokens: number;
+            /**
+             * Models
+             * @description The models evaluated after the base model, each compared with it and with one another: a library model (mdl_...), a base model, or sampler weights on the server; an object gives it a `name`.
+             * @default []
+             */
+            models: (components["schemas"]["EvalModel"] | string)[];
+            /**
+             * Nll
+             * @description Also compute each model's NLL of the reference answers, where rows have one.
+             * @default true
+             */
+            nll: boolean;
+            /**
+             * Renderer
+             * @description null: each base model's default renderer.
+             */
+            renderer?: string | null;
+            /**
+             * Resamples
+             * @description Bootstrap resamples of each interval.
+             * @default 10000
+             */
+            resamples: number;
+            /**
+             * Samples
+             * @description Answers per prompt and model; a model's score on a prompt is their mean.
+             * @default 1
+             */
+            samples: number;
+            /**
+             * @description How each answer is scored (default exact_match).
+             * @default {
+             *       "cpu_s": 5,
+             *       "format_weight": 0.1,
+             *       "memory_mb": 512,
+             *       "timeout_s": 10,
+             *       "type": "exact_match"
+             *     }
+             */
+            scorer: components["schemas"]["EvalScorer"];
+            /**
+             * Seed
+             * @description Seeds sampling and the bootstrap.
+             * @default 0
+             */
+            seed: number;
+            /**
+             * Temperature
+             * @description Sampling temperature (0: greedy).
+             * @default 0
+             */
+            temperature: number;
+        };
+        /** EvalJobCreate */
+        EvalJobCreate: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "eval";
+            /**
+             * Auto Resume
+             * @description Times the job is resumed from its last checkpoint, without being asked, when its worker or the node it runs on is lost (0: it stays interrupted).
+             * @default 2
+             */
+            auto_resume: number;
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["EvalJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the eval set the models answer, of kind chat or prompt_completion or problems.
+             */
+            dataset_id?: string | null;
+            /**
+             * Gpus
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl, dpo and rl jobs. The batch is shared out (and an rl step's groups sampled on every rank): the same steps, losses and checkpoints as one process.
+             * @default 1
+             */
+            gpus: number;
+            /**
+             * Memory Gb
+             * @description Host memory the job's worker needs, in GiB. Under the Ray executor its actor asks Ray for it, so the job waits for a node with that much unreserved; the local executor does not reserve memory.
+             */
+            memory_gb?: (number) | null;
+            /**
+             * Name
+             * @description Left out: "<dataset>-<algorithm>"; made unique either way.
+             */
+            name?: string | null;
+            /**
+             * Priority
+             * @description Higher starts first.
+             * @default 0
+             */
+            priority: number;
+        };
+        /**
+         * EvalModel
+         * @description One model of an evaluation.
+         */
+        EvalModel: {
+            /**
+             * Base Model
+             * @description Sampler weights' base model (its default renderer is used); null: read from a local checkpoint's metadata.
+             */
+            base_model?: string | null;
+            /**
+             * Id
+             * @description The library model it is (mdl_...), set by the server; null: none.
+             */
+            id?: string | null;
+            /**
+             * Model
+             * @description A base model (a built-in, a hub id, a directory of one) or sampler weights (tinker://..., or a checkpoint directory): an adapter on its base model.
+             */
+            model: string;
+            /**
+             * Name
+             * @description Its label in the results; null: `model`.
+             */
+            name?: string | null;
+        };
+        /**
+         * EvalScorer
+         * @description How an answer is scored: a reward function (exact_match, regex, code, python, as RL's
+         *     rewards score), or `nll`: minus the mean negative log-likelihood per token of the row's
+         *     reference answer under the model (no answer is generated).
+         */
+        EvalScorer: {
+            /**
+             * Cpu S
+             * @default 5
+             */
+            cpu_s: number;
+            /**
+             * Format Weight
+             * @default 0.1
+             */
+            format_weight: number;
+            /** Function */
+            function?: string | null;
+            /**
+             * Memory Mb
+             * @default 512
+             */
+            memory_mb: number;
+            /** Pattern */
+            pattern?: string | null;
+            /**
+             * Timeout S
+             * @default 10
+             */
+            timeout_s: number;
+            /**
+             * Type
+             * @default exact_match
+             * @enum {string}
+             */
+            type: "exact_match" | "regex" | "code" | "python" | "nll";
+        };
+        /** EvaluationPublic */
+        EvaluationPublic: {
+            /** Data */
+            data: {
+                [key: string]: unknown;
+            }[];
+            /** Summary */
+            summary: {
+                [key: string]: unknown;
+            } | null;
+            /** Total */
+            total: number;
+        };
         /** ExportPublic */
         ExportPublic: {
             /** Files */
@@ -1866,7 +2146,7 @@ export interface components {
          * JobCreate
          * @description A job to check against its data and queue, by algorithm.
          */
-        JobCreate: components["schemas"]["SLJobCreate"] | components["schemas"]["DPOJobCreate"] | components["schemas"]["RLJobCreate"] | components["schemas"]["RLHFJobCreate"] | components["schemas"]["BatchJobCreate"];
+        JobCreate: components["schemas"]["SLJobCreate"] | components["schemas"]["DPOJobCreate"] | components["schemas"]["RLJobCreate"] | components["schemas"]["RLHFJobCreate"] | components["schemas"]["BatchJobCreate"] | components["schemas"]["EvalJobCreate"];
         /** JobEvents */
         JobEvents: {
             /** Data */
@@ -2013,6 +2293,23 @@ export interface components {
             data: components["schemas"]["JobPublic"][];
         };
         JsonValue: unknown;
+        /** LeaderboardPublic */
+        LeaderboardPublic: {
+            /** Dataset Id */
+            dataset_id: string;
+            /** Jobs */
+            jobs: string[];
+            /** Leaderboard */
+            leaderboard: {
+                [key: string]: unknown;
+            }[];
+            /** Scorer */
+            scorer: string;
+            /** Unranked */
+            unranked: {
+                [key: string]: unknown;
+            }[];
+        };
         /**
          * LengthPenalty
          * @description - coef per sampled token beyond `target`.
@@ -4536,7 +4833,7 @@ export interface operations {
         parameters: {
             query?: {
                 state?: components["schemas"]["JobState"] | null;
-                algorithm?: ("sl" | "dpo" | "rl" | "rlhf" | "batch" | "tinker_sdk") | null;
+                algorithm?: ("sl" | "dpo" | "rl" | "rlhf" | "batch" | "eval" | "tinker_sdk") | null;
                 backend?: ("local" | "tinker") | null;
                 dataset_id?: string | null;
                 offset?: number;
@@ -4951,6 +5248,110 @@ export interface operations {
                 };
             };
             /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    read_job_evaluation: {
+        parameters: {
+            query?: {
+                order?: "index" | "score" | "-score" | "spread" | "-spread";
+                model?: string | null;
+                disagree?: boolean | null;
+                offset?: number;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluationPublic"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    download_job_evaluation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an eval job, or not finished */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5499,6 +5900,57 @@ export interface operations {
             };
             /** @description The disk is full: nothing half-written was kept */
             507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    read_leaderboard: {
+        parameters: {
+            query: {
+                dataset_id: string;
+                scorer?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LeaderboardPublic"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No finished eval job on that dataset */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

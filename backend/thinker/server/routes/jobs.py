@@ -13,7 +13,7 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field, PlainValidator, StrictFloat, StrictInt
 from sqlalchemy import func, select
 
-from thinker.algorithms import batch
+from thinker.algorithms import batch, evaluation
 from thinker.algorithms.dpo_config import DPOConfig
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rl_config import RLConfig
@@ -31,6 +31,7 @@ from thinker.pipeline.config import JOB_ALGORITHMS
 from thinker.runs import CheckpointRecord
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.server.platform import Platform
+from thinker.services import evaluations
 from thinker.store import Job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -43,9 +44,9 @@ CONFIG_SCHEMAS = {
 
 
 Algorithm = Literal["sl", "dpo", "rl", "rlhf"]  # what trains (and is proposed for)
-CreatedAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "batch"]  # what POST /api/jobs takes
+CreatedAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "batch", "eval"]  # what POST /api/jobs takes
 # What a job's algorithm can be: those a request creates, and a Tinker SDK client's run
-JobAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "batch", "tinker_sdk"]
+JobAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "batch", "eval", "tinker_sdk"]
 
 
 class JobProposalFields(BaseModel):
@@ -534,6 +535,54 @@ async def download_job_results(job_id: str, platform: PlatformDep) -> FileRespon
     if job.algorithm != "batch" or not path.is_file():
         raise NotFoundError(f"job {job_id} has no results (a batch job's, once it answers)")
     return FileResponse(path, media_type="application/x-ndjson", filename=f"{job_id}-results.jsonl")
+
+
+class EvaluationPublic(BaseModel):
+    summary: dict[str, Any] | None  # evaluation.json once it finished: models, comparisons...
+    total: int  # the prompts that pass the filter
+    data: list[dict[str, Any]]  # the page: each prompt's reference and every model's answers
+
+
+@router.get("/{job_id}/evaluation")
+async def read_job_evaluation(  # noqa: PLR0913
+    job_id: str,
+    platform: PlatformDep,
+    order: evaluations.Order = "index",
+    model: Annotated[str | None, Query(max_length=300)] = None,
+    disagree: bool | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> EvaluationPublic:
+    """An eval job's results, once it finished: each model's mean score (with its bootstrap
+    95% interval) and NLL, each pair's comparison (wins, ties, losses, B's win rate with its
+    interval, the sign test's p-value, the verdict), the Bradley-Terry leaderboard; and a
+    page of the prompts with every model's answers and scores, by prompt, by a model's score
+    (`model`, default the last; "-score": best first) or by how far the models' scores are
+    apart ("-spread": the largest disagreement first), all or only where they disagree."""
+    job = await platform.jobs.get(job_id)
+    if job.algorithm != "eval":
+        raise NotFoundError(f"job {job_id} is a {job.algorithm} job: only eval jobs have one")
+    run = platform.jobs.run_dir(job_id).path
+    found = await asyncio.to_thread(evaluations.summary, run)
+    total, rows = await asyncio.to_thread(
+        evaluations.samples_page, run, order, model, disagree, offset, limit
+    )
+    return EvaluationPublic(summary=found, total=total, data=rows)
+
+
+@router.get(
+    "/{job_id}/evaluation/download",
+    response_class=FileResponse,
+    responses={404: {"description": "Not an eval job, or not finished"}},
+)
+async def download_job_evaluation(job_id: str, platform: PlatformDep) -> FileResponse:
+    """An eval job's samples.jsonl: per prompt, its reference and every model's answers and
+    scores."""
+    job = await platform.jobs.get(job_id)
+    path = platform.jobs.run_dir(job_id).path / evaluation.SAMPLES
+    if job.algorithm != "eval" or not path.is_file():
+        raise NotFoundError(f"job {job_id} has no samples (an eval job's, once it finishes)")
+    return FileResponse(path, media_type="application/x-ndjson", filename=f"{job_id}-samples.jsonl")
 
 
 def _rows_of(path: Any) -> list[dict[str, Any]]:

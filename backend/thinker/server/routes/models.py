@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, UploadFile, status
 from fastapi.responses import FileResponse, StreamingResponse
@@ -15,8 +15,8 @@ from thinker.errors import ConfigError
 from thinker.names import Name
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.server.platform import Platform
+from thinker.services import evaluations, tinker_archives
 from thinker.services import models as service
-from thinker.services import tinker_archives
 from thinker.store import Model
 
 router = APIRouter(prefix="/models", tags=["models"])
@@ -122,6 +122,31 @@ async def read_models(
     filters = service.ModelFilters(job_id, base_model, dataset_id, lifecycle)
     rows, count = await service.list_models(session, filters, offset, limit)
     return ModelsPublic(data=[ModelPublic.of(r) for r in rows], count=count)
+
+
+class LeaderboardPublic(BaseModel):
+    dataset_id: str
+    scorer: str  # what scored the answers of the jobs counted
+    jobs: list[str]  # the finished eval jobs on that dataset, newest first
+    leaderboard: list[dict[str, Any]]  # strongest first: id, name, rank, rating, wins, games...
+    unranked: list[dict[str, Any]]  # models evaluated but never compared with another
+
+
+@router.get(
+    "/leaderboard", responses={404: {"description": "No finished eval job on that dataset"}}
+)
+async def read_leaderboard(
+    session: SessionDep,
+    platform: PlatformDep,
+    dataset_id: Annotated[str, Query(max_length=64)],
+    scorer: Annotated[str | None, Query(max_length=32)] = None,
+) -> LeaderboardPublic:
+    """The models evaluated on one eval set, best first: a Bradley-Terry fit (Elo scale) of
+    every pairwise result of the finished eval jobs on that dataset scored by `scorer`
+    (default: the latest job's). Library models carry their id: the first is the best for
+    this eval set."""
+    found = await evaluations.leaderboard(session, platform.settings.runs_dir, dataset_id, scorer)
+    return LeaderboardPublic(**found)
 
 
 @router.get("/{model_id}")

@@ -1,0 +1,135 @@
+"""The eval run (algorithms/evaluation.py): its eval set's three row shapes and their errors, its
+figures from known answers, and a run of the tiny model end to end with each kind of scorer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from thinker.algorithms import evaluation, significance
+from thinker.algorithms.evaluation_config import EvalConfig
+from thinker.errors import DatasetError
+
+
+def _write(path: Path, rows: list[object]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_the_eval_set_takes_chats_prompt_completions_and_problems(tmp_path: Path) -> None:
+    rows = [
+        {"messages": [{"role": "user", "content": "2+2"}, {"role": "assistant", "content": "4"}]},
+        {"prompt": "3+3", "completion": "6"},
+        {"prompt": "write f", "tests": ["assert f() == 1"]},
+        {"messages": [{"role": "user", "content": "1+1"}], "answer": "2"},
+    ]
+    examples = evaluation.load_examples(_write(tmp_path / "set.jsonl", rows))
+    assert [e.reference for e in examples] == ["4", "6", None, "2"]
+    assert [e.problem.messages[-1]["content"] for e in examples] == ["2+2", "3+3", "write f", "1+1"]
+    assert all(m["role"] == "user" for e in examples for m in e.problem.messages)
+    assert examples[2].problem.tests == ["assert f() == 1"]
+    assert len(evaluation.load_examples(tmp_path / "set.jsonl", max_examples=2)) == 2
+
+
+def test_bad_rows_of_the_eval_set_are_reported_with_their_lines(tmp_path: Path) -> None:
+    rows = [
+        {"prompt": "ok", "completion": "fine"},
+        {"prompt": "x", "completion": 7},
+        {"messages": [{"role": "assistant", "content": "an answer to nothing"}]},
+        {"text": "neither"},
+    ]
+    with pytest.raises(DatasetError) as e:
+        evaluation.load_examples(_write(tmp_path / "bad.jsonl", rows))
+    text = str(e.value)
+    assert "bad.jsonl:2: completion: expected a string" in text
+    assert "bad.jsonl:3: messages: no message before the reference to answer" in text
+    assert "bad.jsonl:4" in text and "prompt" in text
+
+
+def _answers(scores: list[float | None], nll: float = 1.0) -> list[dict[str, object]]:
+    return [
+        {"index": i, "nll": nll, "nll_tokens": 2.0, "answers": ["x"], "terminated": [True],
+         "scores": [s], "score": s}
+        for i, s in enumerate(scores)
+    ]  # fmt: skip
+
+
+def test_the_figures_compare_every_pair_of_models_prompt_by_prompt(tmp_path: Path) -> None:
+    rows = [{"prompt": f"q{i}", "answer": "a"} for i in range(6)]
+    set_path = _write(tmp_path / "set.jsonl", rows)
+    config = EvalConfig(
+        dataset=set_path,
+        models=["base", {"model": "runs/x/sampler", "name": "tuned"}, "other"],
+        resamples=1000,
+    )
+    examples = evaluation.load_examples(set_path)
+    answers = [
+        _answers([0, 0, 1, 0, 1, 0], nll=2.0),
+        _answers([1, 1, 1, 1, 0, 0], nll=1.0),
+        _answers([0, 0, 0, 0, 0, 0]),
+    ]
+    summary = evaluation.summarize(config, examples, answers)
+    assert [m["name"] for m in summary["models"]] == ["base", "tuned", "other"]
+    assert [m["score_mean"] for m in summary["models"]] == pytest.approx([2 / 6, 4 / 6, 0])
+    assert summary["models"][0]["nll_mean"] == pytest.approx(2.0)
+    pairs = {(c["a"], c["b"]): c for c in summary["comparisons"]}
+    assert list(pairs) == [("base", "tuned"), ("base", "other"), ("tuned", "other")]
+    # tuned against base: prompts 0, 1, 3 won, 4 lost, 2 and 5 tied
+    first = pairs[("base", "tuned")]
+    assert (first["wins"], first["ties"], first["losses"]) == (3, 2, 1)
+    assert first["p_value"] == pytest.approx(significance.sign_test(3, 1))
+    assert first["win_rate"] == pytest.approx(4 / 6)
+    assert (pairs[("base", "other")]["losses"], pairs[("base", "other")]["ties"]) == (2, 4)
+    assert [r["model"] for r in summary["leaderboard"]] == ["tuned", "base", "other"]
+    rows = evaluation.sample_rows(config, examples, answers)
+    assert [r["disagree"] for r in rows] == [True, True, True, True, True, False]
+    assert rows[2]["answers"][1] == {
+        "model": "tuned", "nll": 1.0, "nll_tokens": 2.0, "answers": ["x"],
+        "terminated": [True], "scores": [1], "score": 1,
+    }  # fmt: skip
+
+
+def test_two_models_need_two_names() -> None:
+    with pytest.raises(ValueError, match="thinker/tiny named twice"):
+        EvalConfig(dataset=Path("x.jsonl"), models=["thinker/tiny", "thinker/tiny"])
+    with pytest.raises(ValueError, match="at least 1"):
+        EvalConfig(dataset=Path("x.jsonl"), models=[])
+
+
+def test_the_tiny_model_is_evaluated_end_to_end_and_resumes_its_answers(tmp_path: Path) -> None:
+    """Two labels of the tiny base model, greedy: the same answers, so every prompt ties and
+    the verdict says no difference; scorer nll generates nothing and scores minus the NLL;
+    a second run reuses the answers files instead of answering again."""
+    rows = [{"prompt": f"{i}+{i}", "completion": str(2 * i)} for i in range(5)]
+    set_path = _write(tmp_path / "set.jsonl", rows)
+    run = tmp_path / "run"
+    config = EvalConfig(
+        dataset=set_path,
+        models=[{"model": "thinker/tiny", "name": "a"}, {"model": "thinker/tiny", "name": "b"}],
+        max_tokens=6,
+        log_path=run,
+        resamples=500,
+    )
+    result = asyncio.run(evaluation.main(config))
+    summary = json.loads((run / evaluation.SUMMARY).read_text())
+    assert result.steps == 2
+    (only,) = summary["comparisons"]
+    assert (only["wins"], only["ties"], only["losses"]) == (0, 5, 0) and not only["significant"]
+    assert only["verdict"].startswith("No significant difference between a and b")
+    samples = [json.loads(line) for line in (run / evaluation.SAMPLES).read_text().splitlines()]
+    assert [s["reference"] for s in samples] == ["0", "2", "4", "6", "8"]
+    assert all(len(a["answers"]) == 1 and a["nll"] > 0 for s in samples for a in s["answers"])
+    before = (run / evaluation.ANSWERS_DIR / "0.jsonl").stat().st_mtime_ns
+    asyncio.run(evaluation.main(config))
+    assert (run / evaluation.ANSWERS_DIR / "0.jsonl").stat().st_mtime_ns == before
+
+    by_nll = EvalConfig.model_validate(
+        {**config.model_dump(), "scorer": {"type": "nll"}, "log_path": tmp_path / "nll"}
+    )
+    asyncio.run(evaluation.main(by_nll))
+    first = json.loads((tmp_path / "nll" / evaluation.SAMPLES).read_text().splitlines()[0])
+    answer = first["answers"][0]
+    assert "answers" not in answer and answer["score"] == pytest.approx(-answer["nll"])
