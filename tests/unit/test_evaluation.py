@@ -133,3 +133,18 @@ def test_the_tiny_model_is_evaluated_end_to_end_and_resumes_its_answers(tmp_path
     first = json.loads((tmp_path / "nll" / evaluation.SAMPLES).read_text().splitlines()[0])
     answer = first["answers"][0]
     assert "answers" not in answer and answer["score"] == pytest.approx(-answer["nll"])
+
+
+def test_thinker_compare_prints_the_scores_and_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from thinker.cli import main
+
+    set_path = _write(tmp_path / "set.jsonl", [{"prompt": "1+1", "answer": "2"}] * 3)
+    argv = ["compare", str(set_path), "--model", "thinker/tiny", "--model", "b=thinker/tiny"]
+    assert main([*argv, "--max-tokens", "4", "--out", str(tmp_path / "run")]) == 0
+    printed = capsys.readouterr().out
+    assert "thinker/tiny: score -0.100 [-0.100, -0.100]" in printed
+    assert "No significant difference between thinker/tiny and b: b's 50% win rate" in printed
+    assert main([*argv, "--scorer", "judge", "--out", str(tmp_path / "bad")]) == 2
+    assert "--scorer.type: Input should be" in capsys.readouterr().err

@@ -10,6 +10,7 @@
     thinker datasets import SOURCE [--split S] [--limit N]     # a Hugging Face dataset
     thinker models import ARCHIVE [--base-model M] | export MODEL_ID --output FILE.tar
     thinker batch    DATASET --out DIR [--task answer|review|fix] [--workers N]  # a pool of actors
+    thinker compare  DATASET --model A --model B --out DIR [--scorer S]  # A/B with p-values
 
 Each command module adds its parser to the tree (`add_commands`) and sets `handler`, which
 runs the command and returns its exit code; the modules import what is heavy (torch, the
@@ -21,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from thinker.cli import batch, datasets, models, pipeline, serve, tokens
+from thinker.cli import batch, compare, datasets, models, pipeline, serve, tokens
 
 DESCRIPTION = "Thinker: post-train language models with LoRA (SL, RL, RLHF, DPO)."
 EXAMPLES = """\
@@ -60,4 +61,5 @@ def build_parser() -> argparse.ArgumentParser:
     datasets.add_commands(commands)
     models.add_commands(commands)
     batch.add_commands(commands)
+    compare.add_commands(commands)
     return parser
