@@ -726,6 +726,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/models/{model_id}/learn": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Learn From Feedback
+         * @description Queue a short update of this model on feedback: DPO on preference pairs, SL on chat
+         *     rows, from the model's own training state, every row trained (nothing held out), one
+         *     checkpoint at the end (the next model, whose lineage names this one and the feedback's
+         *     dataset version). The job starts ahead of ordinary ones (priority 10).
+         */
+        post: operations["learn_from_feedback"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/models/{model_id}/tinker-archive": {
         parameters: {
             query?: never;
@@ -2309,6 +2332,33 @@ export interface components {
             unranked: {
                 [key: string]: unknown;
             }[];
+        };
+        /**
+         * LearnRequest
+         * @description What a model learns from: a dataset of feedback on its answers.
+         */
+        LearnRequest: {
+            /**
+             * Dataset Id
+             * @description The feedback (the version to learn from): a preferences dataset (A/B choices, an answer preferred to another: DPO) or a chat dataset (answers marked good, edited answers: SL).
+             */
+            dataset_id: string;
+            /**
+             * Learning Rate
+             * @description null: the server's proposal for this data and model.
+             */
+            learning_rate?: number | null;
+            /**
+             * Max Steps
+             * @description Optimizer steps over the feedback (a short update: 30 take seconds on the tiny model).
+             * @default 30
+             */
+            max_steps: number;
+            /**
+             * Name
+             * @description Left out: "<model>+feedback".
+             */
+            name?: string | null;
         };
         /**
          * LengthPenalty
@@ -6293,6 +6343,69 @@ export interface operations {
                 };
                 content: {
                     "application/zip": unknown;
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    learn_from_feedback: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                model_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LearnRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPublic"];
+                };
+            };
+            /** @description A body that cannot be parsed; under /v1, any invalid request (OpenAI's status) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description Missing, malformed, unknown or revoked API token (when auth is on) */

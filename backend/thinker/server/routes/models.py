@@ -8,18 +8,22 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, UploadFile, status
 from fastapi.responses import FileResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictFloat, StrictInt
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from thinker.errors import ConfigError
 from thinker.names import Name
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.server.platform import Platform
+from thinker.server.routes.jobs import JobPublic
 from thinker.services import evaluations, tinker_archives
 from thinker.services import models as service
-from thinker.store import Model
+from thinker.store import Dataset, Model
 
 router = APIRouter(prefix="/models", tags=["models"])
+FEEDBACK_ALGORITHMS = {"preferences": "dpo", "chat": "sl"}  # a feedback dataset's kind: how
+FEEDBACK_STEPS = 30
+FEEDBACK_PRIORITY = 10  # ahead of ordinary jobs (0): a person waits for it
 _ZIP: dict[int | str, dict[str, object]] = {200: {"content": {"application/zip": {}}}}
 # The statuses a route sends besides those every route documents (server/openapi_doc.py).
 _TINKER: dict[int | str, dict[str, object]] = {
@@ -147,6 +151,67 @@ async def read_leaderboard(
     this eval set."""
     found = await evaluations.leaderboard(session, platform.settings.runs_dir, dataset_id, scorer)
     return LeaderboardPublic(**found)
+
+
+class LearnRequest(BaseModel):
+    """What a model learns from: a dataset of feedback on its answers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset_id: str = Field(
+        max_length=64,
+        description="The feedback (the version to learn from): a preferences dataset (A/B "
+        "choices, an answer preferred to another: DPO) or a chat dataset (answers marked good, "
+        "edited answers: SL).",
+    )
+    max_steps: StrictInt = Field(
+        FEEDBACK_STEPS,
+        ge=1,
+        le=10_000,
+        description="Optimizer steps over the feedback (a short update: 30 take seconds on "
+        "the tiny model).",
+    )
+    learning_rate: StrictFloat | None = Field(
+        None, gt=0, le=1, description="null: the server's proposal for this data and model."
+    )
+    name: Name | None = Field(None, max_length=200, description='Left out: "<model>+feedback".')
+
+
+@router.post("/{model_id}/learn", status_code=status.HTTP_201_CREATED)
+async def learn_from_feedback(
+    model_id: str, body: LearnRequest, session: SessionDep, platform: PlatformDep
+) -> JobPublic:
+    """Queue a short update of this model on feedback: DPO on preference pairs, SL on chat
+    rows, from the model's own training state, every row trained (nothing held out), one
+    checkpoint at the end (the next model, whose lineage names this one and the feedback's
+    dataset version). The job starts ahead of ordinary ones (priority 10)."""
+    model = await service.get_model(session, model_id)
+    dataset = await session.get(Dataset, body.dataset_id)
+    if dataset is None:
+        raise ConfigError(f"dataset_id: no dataset {body.dataset_id!r}")
+    algorithm = FEEDBACK_ALGORITHMS.get(dataset.kind)
+    if algorithm is None:
+        raise ConfigError(
+            f"dataset_id: {dataset.id} holds {dataset.kind} rows; a model learns from "
+            "preferences rows (A/B choices: DPO) or chat rows (good and edited answers: SL)"
+        )
+    config: dict[str, Any] = {
+        "max_steps": body.max_steps,
+        "eval_fraction": 0.0,
+        "save_every": body.max_steps,
+    }
+    if body.learning_rate is not None:
+        config["learning_rate"] = body.learning_rate
+    job, _ = await platform.jobs.create(
+        name=body.name or f"{model.name}+feedback",
+        algorithm=algorithm,
+        backend=model.backend,
+        base_model=model.id,
+        dataset_id=dataset.id,
+        config=config,
+        priority=FEEDBACK_PRIORITY,
+    )
+    return JobPublic.of(job, platform.settings.heartbeat_timeout_s)
 
 
 @router.get("/{model_id}")
