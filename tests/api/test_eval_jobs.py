@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from tests.support.api import EXAMPLES, add_dataset, make_settings, wait_state
 
+from thinker.algorithms import significance
 from thinker.runs import RunDir
 from thinker.server.app import create_app
 
@@ -104,3 +106,21 @@ def test_what_an_eval_job_cannot_take_is_refused_with_where(tmp_path: Path) -> N
             assert expected in response.text, (extra, response.text)
         response = client.get("/api/models/leaderboard", params={"dataset_id": test})
         assert response.status_code == 404 and "no finished eval job" in response.text
+
+
+def test_a_person_s_ab_choices_get_the_same_statistics(tmp_path: Path) -> None:
+    """POST /api/evaluations/compare: the playground's blind A/B choices, de-randomised into
+    B's outcomes, give the verdict an eval job gives (significance.compare), and the count of
+    decided prompts an A/B needs at the win rate seen."""
+    settings = make_settings(tmp_path / "data", None)
+    outcomes = [1] * 14 + [0] * 3 + [-1] * 3
+    with TestClient(create_app(settings)) as client:
+        body = {"a": "before", "b": "after", "outcomes": outcomes, "resamples": 1000}
+        result = client.post("/api/evaluations/compare", json=body).json()
+        refused = client.post("/api/evaluations/compare", json={"outcomes": [2]})
+    # 14 wins and 3 losses: 2 * sum_{k<=3} C(17, k) / 2^17
+    assert result["p_value"] == pytest.approx(2 * (1 + 17 + 136 + 680) / 2**17)
+    assert (result["wins"], result["ties"], result["losses"]) == (14, 3, 3)
+    assert result["verdict"].startswith("after is better: 78% win rate [")
+    assert result["needed"] == significance.required_samples(14 / 17)
+    assert refused.status_code == 422

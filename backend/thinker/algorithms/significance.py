@@ -287,7 +287,14 @@ def required_samples(
     `power` can fall below it again at n + 1)."""
     if not 0 < win_rate < 1 or win_rate == 0.5:
         raise ValueError(f"win_rate must be in (0, 1) and not 0.5, got {win_rate}")
-    n = np.arange(1, limit + 1)
+    # The normal approximation's count; the exact one is within a small factor of it, and
+    # the power only rises past a few times it: the search stops there.
+    z_alpha, z_power = stats.norm.ppf(1 - alpha / 2), stats.norm.ppf(power)
+    spread = z_alpha * 0.5 + z_power * math.sqrt(win_rate * (1 - win_rate))
+    approximate = (spread / (win_rate - 0.5)) ** 2
+    if approximate > limit:
+        raise ValueError(f"more than {limit} prompts needed for a win rate of {win_rate}")
+    n = np.arange(1, min(limit, 4 * math.ceil(approximate) + 200) + 1)
     short = np.flatnonzero(sign_test_power(n, win_rate, alpha) < power)
     if short.size and short[-1] == n.size - 1:
         raise ValueError(f"more than {limit} prompts needed for a win rate of {win_rate}")

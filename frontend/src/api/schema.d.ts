@@ -214,6 +214,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/evaluations/compare": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Compare Outcomes
+         * @description Wins, ties and losses, B's win rate with its bootstrap 95% interval, the paired sign
+         *     test's p-value (ties left out) and the verdict line; and how many non-tied prompts an A/B
+         *     needs to call the win rate seen significant with 80% power.
+         */
+        post: operations["compare_outcomes"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/health": {
         parameters: {
             query?: never;
@@ -1249,6 +1271,68 @@ export interface components {
         CheckpointsPublic: {
             /** Data */
             data: components["schemas"]["CheckpointPublic"][];
+        };
+        /**
+         * CompareRequest
+         * @description Paired outcomes of B against A, one per prompt: 1 B was better, 0 a tie, -1 A was.
+         */
+        CompareRequest: {
+            /**
+             * A
+             * @description A's name (the baseline).
+             * @default A
+             */
+            a: string;
+            /**
+             * Alpha
+             * @default 0.05
+             */
+            alpha: number;
+            /**
+             * B
+             * @description B's name (the candidate).
+             * @default B
+             */
+            b: string;
+            /** Outcomes */
+            outcomes: number[];
+            /**
+             * Resamples
+             * @default 10000
+             */
+            resamples: number;
+            /**
+             * Seed
+             * @default 0
+             */
+            seed: number;
+        };
+        /** CompareResult */
+        CompareResult: {
+            /** A */
+            a: string;
+            /** B */
+            b: string;
+            /** Interval */
+            interval: number[];
+            /** Losses */
+            losses: number;
+            /** N */
+            n: number;
+            /** Needed */
+            needed: number | null;
+            /** P Value */
+            p_value: number;
+            /** Significant */
+            significant: boolean;
+            /** Ties */
+            ties: number;
+            /** Verdict */
+            verdict: string;
+            /** Win Rate */
+            win_rate: number;
+            /** Wins */
+            wins: number;
         };
         /**
          * DPOJobConfig
@@ -4840,6 +4924,58 @@ export interface operations {
             };
             /** @description The disk is full: nothing was stored */
             507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    compare_outcomes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompareRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompareResult"];
+                };
+            };
+            /** @description A body that cannot be parsed; under /v1, any invalid request (OpenAI's status) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,64 @@
+"""/api/evaluations: the statistics of an A/B comparison a person judged (the playground's blind
+A/B), computed as an eval job computes them (algorithms/significance.py)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Annotated
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from thinker.algorithms import significance
+
+router = APIRouter(prefix="/evaluations", tags=["evaluations"])
+MAX_OUTCOMES = 100_000
+
+Outcome = Annotated[StrictInt, Field(ge=-1, le=1)]
+
+
+class CompareRequest(BaseModel):
+    """Paired outcomes of B against A, one per prompt: 1 B was better, 0 a tie, -1 A was."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    a: str = Field("A", min_length=1, max_length=300, description="A's name (the baseline).")
+    b: str = Field("B", min_length=1, max_length=300, description="B's name (the candidate).")
+    outcomes: list[Outcome] = Field(min_length=1, max_length=MAX_OUTCOMES)
+    alpha: float = Field(0.05, gt=0, lt=1, allow_inf_nan=False)
+    resamples: StrictInt = Field(10_000, ge=100, le=100_000)
+    seed: StrictInt = Field(0, ge=0, le=2**31 - 1)
+
+
+class CompareResult(BaseModel):
+    a: str
+    b: str
+    n: int
+    wins: int  # prompts B won
+    ties: int
+    losses: int  # prompts B lost
+    win_rate: float  # B's, a tie counting one half
+    interval: Annotated[list[float], Field(min_length=2, max_length=2)]  # bootstrap 95%, win_rate's
+    p_value: float  # the sign test's, ties left out
+    significant: bool
+    verdict: str  # "B is better: 64% win rate [58%, 70%], p = 0.0004, n = 200"
+    # Non-tied prompts for 80% power at the share of decided prompts B won; None at one half,
+    # at 0 or 1, or past 100,000.
+    needed: int | None
+
+
+@router.post("/compare")
+async def compare_outcomes(body: CompareRequest) -> CompareResult:
+    """Wins, ties and losses, B's win rate with its bootstrap 95% interval, the paired sign
+    test's p-value (ties left out) and the verdict line; and how many non-tied prompts an A/B
+    needs to call the win rate seen significant with 80% power."""
+    result = significance.compare(
+        body.outcomes, body.a, body.b, alpha=body.alpha, resamples=body.resamples, seed=body.seed
+    )
+    decided = result.wins + result.losses
+    rate = result.wins / decided if decided else 0.5
+    needed = None
+    if decided and rate not in (0.0, 0.5, 1.0):
+        with contextlib.suppress(ValueError):  # more than the limit: no A/B will tell
+            needed = significance.required_samples(rate, alpha=body.alpha)
+    return CompareResult(**result.to_json(), needed=needed)
