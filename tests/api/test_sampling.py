@@ -67,6 +67,31 @@ def test_sample_a_prompt_n_times_with_logprobs(client: TestClient) -> None:
     assert client.post("/api/sample", json=body).json() == data  # same seed, same samples
 
 
+def test_sample_says_how_sure_the_model_is(client: TestClient) -> None:
+    """`uncertainty`: the agreement of the n samples and the mean surprisal of their tokens.
+    Greedy samples all agree (sure); the random tiny model at temperature 1 spreads its
+    answers (not sure, under the threshold the request sets)."""
+    base = {"model": TINY, "messages": MESSAGES, "max_tokens": 6, "seed": 1}
+    greedy = client.post(
+        "/api/sample",
+        json={**base, "n": 4, "temperature": 0.0, "uncertainty": {}, "logprobs": True},
+    ).json()
+    random = client.post(
+        "/api/sample",
+        json={**base, "n": 6, "temperature": 1.0, "uncertainty": {"not_sure_below": 0.9}},
+    ).json()
+    one = client.post("/api/sample", json={**base, "n": 1, "uncertainty": {}})
+    sure = greedy["uncertainty"]
+    assert (sure["agreement"], sure["distinct_answers"], sure["not_sure"]) == (1.0, 1, False)
+    surprisals = [-lp for s in greedy["samples"] for lp in s["logprobs"]]
+    assert sure["mean_entropy"] == pytest.approx(sum(surprisals) / len(surprisals))
+    unsure = random["uncertainty"]
+    texts = [s["text"] for s in random["samples"]]
+    assert unsure["distinct_answers"] == len({" ".join(t.lower().split()) for t in texts}) > 1
+    assert unsure["agreement"] < 0.9 and unsure["not_sure"]
+    assert one.status_code == 422 and "n >= 2" in one.text
+
+
 def test_sample_messages_renders_the_chat_format(client: TestClient) -> None:
     body = {"model": TINY, "messages": MESSAGES, "max_tokens": 4, "temperature": 0}
     data = client.post("/api/sample", json=body).json()

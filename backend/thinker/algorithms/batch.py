@@ -29,13 +29,13 @@ import os
 import statistics
 import tarfile
 import zipfile
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import orjson
 from tinker import types
 
+from thinker.algorithms import uncertainty
 from thinker.algorithms.batch_config import SYSTEM_PROMPTS, BatchConfig
 from thinker.algorithms.common import RunResult
 from thinker.algorithms.pool import LocalPool, PoolStats, RayPool, Shard, Work
@@ -181,26 +181,27 @@ def answer(
     )
     prompt = renderer.build_generation_prompt(item["messages"])
     response = sampler.sample(prompt, spec["samples"], params).result()
-    texts, means, ended = [], [], []
+    texts, ended = [], []
     for sequence in response.sequences:
         message, reason = renderer.parse_response(list(sequence.tokens))
         texts.append(message["content"])
-        means.append(statistics.fmean(sequence.logprobs) if sequence.logprobs else 0.0)
         ended.append(reason == "stop")
-    keys = [" ".join(text.lower().split()) for text in texts]
-    counts = Counter(keys)
-    best = max(range(len(texts)), key=lambda i: (counts[keys[i]], means[i]))
-    confidence = counts[keys[best]] / len(texts)
+    sure = uncertainty.measure(
+        texts,
+        [list(s.logprobs or []) for s in response.sequences],
+        agreement_below=spec["confidence_threshold"],
+    )
+    best = sure.answer
     row: dict[str, Any] = {
         "index": item["index"],
         **({"path": item["path"]} if "path" in item else {}),
         "output": texts[best],
-        "confidence": confidence,
-        "mean_logprob": means[best],
-        "distinct_answers": len(counts),
+        "confidence": sure.agreement,
+        "mean_logprob": sure.mean_logprob,
+        "distinct_answers": sure.distinct_answers,
         "samples": len(texts),
         "terminated": ended[best],
-        "flagged": confidence < spec["confidence_threshold"],
+        "flagged": sure.not_sure,
     }
     if "reference" in item:
         row["reference"] = item["reference"]

@@ -3888,6 +3888,7 @@ export interface components {
              * @default 1
              */
             top_p: number;
+            uncertainty?: components["schemas"]["UncertaintyOptions"] | null;
         };
         /** SamplePublic */
         SamplePublic: {
@@ -3950,6 +3951,7 @@ export interface components {
              * @default 1
              */
             top_p: number;
+            uncertainty?: components["schemas"]["UncertaintyOptions"] | null;
         };
         /** SamplesPublic */
         SamplesPublic: {
@@ -3961,6 +3963,7 @@ export interface components {
             prompt_tokens: number;
             /** Samples */
             samples: components["schemas"]["SamplePublic"][];
+            uncertainty?: components["schemas"]["UncertaintyPublic"] | null;
             usage: components["schemas"]["Usage"];
         };
         /**
@@ -4148,6 +4151,41 @@ export interface components {
          * @enum {string}
          */
         TrainOnWhat: "last_assistant_message" | "all_assistant_messages" | "all_messages" | "all_tokens" | "customized";
+        /**
+         * UncertaintyOptions
+         * @description Ask for how sure the model is: the agreement of the `n` samples and their mean token
+         *     entropy (algorithms/uncertainty.py), with a "not sure" flag past these thresholds.
+         */
+        UncertaintyOptions: {
+            /**
+             * Entropy Above
+             * @description Mean entropy (nats) over this: not sure.
+             */
+            entropy_above?: number | null;
+            /**
+             * Not Sure Below
+             * @description Agreement under this: not sure.
+             * @default 0.5
+             */
+            not_sure_below: number;
+        };
+        /** UncertaintyPublic */
+        UncertaintyPublic: {
+            /** Agreement */
+            agreement: number;
+            /** Answer */
+            answer: number;
+            /** Distinct Answers */
+            distinct_answers: number;
+            /** Mean Entropy */
+            mean_entropy: number | null;
+            /** Mean Logprob */
+            mean_logprob: number;
+            /** Not Sure */
+            not_sure: boolean;
+            /** Samples */
+            samples: number;
+        };
         /** UploadRejectedPublic */
         UploadRejectedPublic: {
             /** Detail */

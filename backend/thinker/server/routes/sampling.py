@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from tinker import types
 
+from thinker.algorithms import uncertainty
 from thinker.names import Name
 from thinker.renderers import Message
 from thinker.server.deps import PlatformDep
@@ -45,6 +46,30 @@ class ChatMessage(BaseModel):
     content: str = Field(max_length=MAX_TEXT_CHARS)
 
 
+class UncertaintyOptions(BaseModel):
+    """Ask for how sure the model is: the agreement of the `n` samples and their mean token
+    entropy (algorithms/uncertainty.py), with a "not sure" flag past these thresholds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    not_sure_below: float = Field(
+        0.5, ge=0.0, le=1.0, allow_inf_nan=False, description="Agreement under this: not sure."
+    )
+    entropy_above: float | None = Field(
+        None, ge=0.0, allow_inf_nan=False, description="Mean entropy (nats) over this: not sure."
+    )
+
+
+class UncertaintyPublic(BaseModel):
+    samples: int
+    answer: int  # the index of the sample that gives the most common answer
+    agreement: float  # the share of the samples giving it (case and spaces folded)
+    distinct_answers: int
+    mean_entropy: float | None  # mean surprisal of the sampled tokens: estimates the entropy
+    mean_logprob: float  # the chosen sample's mean token logprob
+    not_sure: bool
+
+
 class SampleCreate(BaseModel):
     """A sampling request: exactly one of `prompt` (tokenized as is) or `messages` (rendered
     in the model's chat format, ending with the header of the assistant's reply)."""
@@ -63,11 +88,18 @@ class SampleCreate(BaseModel):
     n: int = Field(1, ge=1, le=MAX_SAMPLES)
     logprobs: bool = False  # each sampled token's logprob
     prompt_logprobs: bool = False  # each prompt token's logprob (None for the first)
+    uncertainty: UncertaintyOptions | None = None  # the samples' agreement; needs n >= 2
 
     @model_validator(mode="after")
     def _one_prompt(self) -> Self:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("give exactly one of `prompt` and `messages`")
+        return self
+
+    @model_validator(mode="after")
+    def _several_to_compare(self) -> Self:
+        if self.uncertainty is not None and self.n < 2:
+            raise ValueError("uncertainty compares samples: ask for n >= 2 (5 or more is better)")
         return self
 
     @model_validator(mode="after")
@@ -121,6 +153,7 @@ class SamplesPublic(BaseModel):
     prompt_tokens: int
     prompt_logprobs: list[float | None] | None = None
     usage: Usage
+    uncertainty: UncertaintyPublic | None = None  # when asked for
 
 
 @router.post("", response_model=SamplesPublic, responses=ERRORS)
@@ -239,10 +272,20 @@ def _public(body: SampleCreate, result: Samples) -> SamplesPublic:
         )
         for s in result.samples
     ]
+    sure = None
+    if body.uncertainty is not None:
+        measured = uncertainty.measure(
+            [s.text for s in result.samples],
+            [s.logprobs for s in result.samples],
+            agreement_below=body.uncertainty.not_sure_below,
+            entropy_above=body.uncertainty.entropy_above,
+        )
+        sure = UncertaintyPublic(**measured.to_json())
     return SamplesPublic(
         model=body.model,
         samples=samples,
         prompt_tokens=result.prompt_tokens,
         prompt_logprobs=result.prompt_logprobs,
         usage=Usage(**_usage(result.prompt_tokens, result.completion_tokens)),
+        uncertainty=sure,
     )
