@@ -1,6 +1,7 @@
 // A first-time user's whole path through the dashboard, against the real server and the tiny
 // model: upload a dataset through the validator, train through the wizard while the chart
-// updates live, talk to the new model, compare two checkpoints, save a preference pair.
+// updates live, evaluate the new model against its base model (A/B, with significance), talk to
+// it, compare two checkpoints, save a preference pair.
 // Each view's screenshot goes to docs/screenshots/.
 import { expect, test, type Page } from '@playwright/test'
 import path from 'node:path'
@@ -14,7 +15,7 @@ const ARITHMETIC = path.join(REPO, 'data', 'examples', 'arithmetic', 'train.json
 const shot = (page: Page, name: string) =>
   page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true })
 
-test('upload, train with the wizard, watch it live, then chat, compare and give feedback', async ({
+test('upload, train with the wizard, watch it live, evaluate it, then chat, compare and give feedback', async ({
   page,
 }) => {
   // First visit: the onboarding tour, which can be skipped.
@@ -84,6 +85,29 @@ test('upload, train with the wizard, watch it live, then chat, compare and give 
   await page.goto('/models')
   await expect(page.getByText(last).first()).toBeVisible()
   await shot(page, 'models')
+
+  // Evaluate (A/B): the model's Evaluate button opens an eval job against its base model; on
+  // the held-out set (registered at start-up) it runs in seconds, and says which is better.
+  await page.goto(`/models/${last}`)
+  await page.getByRole('link', { name: 'Evaluate', exact: true }).click()
+  await expect(page.getByRole('heading', { name: 'New evaluation' })).toBeVisible()
+  await expect(page.getByLabel('Baseline (A)')).toHaveValue('thinker/tiny')
+  await expect(page.getByRole('checkbox', { name: `evaluate ${byStep[byStep.length - 1].name}` })).toBeChecked()
+  const evalSet = page.locator('#nj-ds option', { hasText: 'arithmetic-test v1' })
+  await page.locator('#nj-ds').selectOption((await evalSet.getAttribute('value')) as string)
+  await page.getByLabel(/^Max tokens/).fill('16')
+  await page.getByRole('button', { name: 'Queue the job' }).click()
+  await expect(page).toHaveURL(/\/training\/job_/)
+  // The limit bounds a hang: two models answer 100 prompts of up to 16 tokens.
+  const verdict = page.getByTestId('verdict')
+  await expect(verdict).toHaveText(/^(.+ is better: \d+% win rate|No significant difference between)/, { timeout: 180_000 })
+  await expect(page.getByTestId('sample-0')).toBeVisible()
+  await page.getByRole('heading', { name: 'Evaluation', exact: true }).evaluate((el) => el.closest('section')?.scrollIntoView())
+  await shot(page, 'evaluation')
+  // The eval set's leaderboard ranks both models; the first is marked the best.
+  await page.getByRole('link', { name: 'Leaderboard of this eval set →' }).click()
+  await expect(page.getByText('★ best for this eval set')).toBeVisible()
+  await expect(page.getByTestId('rank-2')).toBeVisible()
 
   // Playground: the new model answers, streamed.
   await page.goto(`/playground?model=${last}`)

@@ -26,6 +26,8 @@ export interface PropertySchema {
   exclusiveMinimum?: number
   maximum?: number
   exclusiveMaximum?: number
+  /** A list's longest length. */
+  maxItems?: number
   default?: unknown
   description?: string
   /** Left out of a request, the server proposes it from the data. */
@@ -48,7 +50,7 @@ function resolve(schema: PropertySchema): PropertySchema & ConfigSchema {
   return target ?? (schema as PropertySchema & ConfigSchema)
 }
 
-/** Whether `algorithm` trains a model (batch answers do not): those POST /api/jobs/proposal
+/** Whether `algorithm` trains a model (batch answers and evaluations do not): those POST /api/jobs/proposal
  * takes, and the only ones with a report, checkpoints and models. */
 export function trains(algorithm: Algorithm): algorithm is TrainingAlgorithm {
   return algorithm in (SCHEMAS.JobProposalRequest.discriminator?.mapping ?? {})
@@ -63,6 +65,14 @@ export function bodySchema(algorithm: Algorithm): ConfigSchema {
 export function configSchema(algorithm: Algorithm, stage?: RlhfStage): ConfigSchema {
   const config = resolve(bodySchema(algorithm).properties.config)
   return stage ? resolve(config.properties[stage]) : config
+}
+
+/** The object schema a setting of `schema` holds (an eval job's `scorer`), or null when the
+ * setting is not an object of its own. */
+export function subSchema(schema: ConfigSchema, key: string): ConfigSchema | null {
+  const prop = schema.properties[key]
+  const target = prop ? resolve(prop) : null
+  return target?.properties ? target : null
 }
 
 /** The config that holds a proposal stage's settings: the algorithm's, or its RLHF stage's. */

@@ -15,6 +15,7 @@ export type MetricSection =
   | 'throughput'
   | 'batch'
   | 'answers'
+  | 'evaluation'
   | 'other'
 
 /** All the series of one job, by metric key, oldest value first. */
@@ -45,6 +46,7 @@ export const SECTIONS: { id: MetricSection; title: string; blurb: string }[] = [
   { id: 'throughput', title: 'Throughput', blurb: 'Speed: tokens per second and time per step.' },
   { id: 'batch', title: 'Batch', blurb: 'What each step trained on.' },
   { id: 'answers', title: 'Answers', blurb: 'A batch job\'s work after each shard: inputs answered, flagged, applied; its pool.' },
+  { id: 'evaluation', title: 'Evaluation', blurb: 'An eval job\'s models, one step each in order (the baseline first): mean score and NLL.' },
   { id: 'other', title: 'Other', blurb: 'Metrics without a description yet.' },
 ]
 
@@ -359,6 +361,13 @@ const DEFINITIONS: MetricInfo[] = [
   metric('actors_lost', 'Actors lost', 'answers',
     'Actors that died or hung and were replaced.', '0.',
     (v) => (last(v) > 0 ? 'actors were lost: the Results\' pool says why' : null), 'pool'),
+  // Evaluations (one row per model answered, the baseline first)
+  metric('score_mean', 'Mean score', 'evaluation',
+    'The model\'s mean score over the eval set, by the job\'s scorer (with scorer nll, minus its NLL of the references).',
+    'Higher is better; whether a difference is real, the Evaluation panel\'s comparisons say.'),
+  metric('nll_mean', 'Mean NLL of the references', 'evaluation',
+    'The model\'s mean negative log-likelihood per token of the eval set\'s reference answers (nats).',
+    'Lower is better: the model finds the references more likely.'),
   // Shared
   metric('learning_rate', 'Learning rate', 'optimizer',
     'Learning rate of the step, after warmup and the schedule.',
@@ -450,7 +459,7 @@ export function checkMetric(key: string, values: readonly number[], all: SeriesM
 /** The metric that best stands for "loss" in a job list sparkline, for any algorithm. */
 export function primaryMetric(keys: Iterable<string>): string | null {
   const have = new Set(keys)
-  const order = ['train_mean_nll', 'dpo_loss', 'rm_train_nll', 'reward_mean', 'loss:sum', 'mean_confidence']
+  const order = ['train_mean_nll', 'dpo_loss', 'rm_train_nll', 'reward_mean', 'loss:sum', 'mean_confidence', 'score_mean']
   return order.find((k) => have.has(k)) ?? null
 }
 

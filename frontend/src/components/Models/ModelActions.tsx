@@ -1,5 +1,5 @@
-// What one can do with a model: sample it, train it further, download its adapter, export it
-// merged, compare it, delete it. Tinker models answer 409 for the file actions; the message
+// What one can do with a model: sample it, train it further, evaluate it against its base
+// model, download its adapter, export it merged, compare it, delete it. Tinker models answer 409 for the file actions; the message
 // says why.
 import { useMutation, useQueryClient } from '@tanstack/react-query'
 import { useState } from 'react'
@@ -26,12 +26,21 @@ export function ModelActions({ model }: { model: ModelDetail }) {
             Train further
           </Link>
         )}
+        <Link to={evaluateLink(model)} className="btn-ghost" title="An eval job comparing it with its base model on an eval set, with significance">
+          Evaluate
+        </Link>
         <button type="button" className="btn-ghost" onClick={adapter}>Download adapter</button>
         <button type="button" className="btn-ghost hover:border-bad hover:text-bad" disabled={remove.isPending} onClick={confirmDelete}>Delete</button>
       </div>
       {(error || remove.isError) && <p role="alert" className="max-w-md text-right text-sm text-bad">{error ?? remove.error?.message}</p>}
     </div>
   )
+}
+
+/** The new-job form of an eval job: this model against its base model, on its backend. */
+function evaluateLink(model: ModelDetail): string {
+  const query = new URLSearchParams({ algorithm: 'eval', base_model: model.base_model, models: model.id, backend: model.backend })
+  return `/training/new?${query}`
 }
 
 function useDeleteModel(id: string) {

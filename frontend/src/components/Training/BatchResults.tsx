@@ -1,7 +1,8 @@
 // A batch job's results: the counts, each input's output with its confidence (flagged, applied,
 // for a fix whether its tests passed, or the error of a failed shard), a page at a time,
 // flagged or not, by input or by confidence; the JSONL download; the pool's actors. Polled
-// while the job runs (queries.ts, useJobResults).
+// while the job runs (queries.ts, useJobResults). Its pager and download link serve the
+// evaluation panel too.
 import { useState } from 'react'
 import { errorMessage } from '../../api/client'
 import { isLive } from '../../api/vocabulary'
@@ -73,7 +74,7 @@ export function BatchResultsPanel({ job }: { job: Job }) {
                     {ORDERS.map((o) => <option key={o.id} value={o.id}>{o.label}</option>)}
                   </select>
                 </label>
-                <DownloadLink job={job} />
+                <DownloadLink path={`/api/jobs/${job.id}/results/download`} filename={`${job.id}-results.jsonl`} />
               </div>
               <RowsTable rows={data.data as unknown as BatchRow[]} filter={filter} />
               <Pager offset={offset} total={data.total} onChange={setOffset} />
@@ -113,13 +114,13 @@ function Counts({ counts, inputsTotal, meanConfidence, fix }: { counts: BatchRes
   )
 }
 
-function DownloadLink({ job }: { job: Job }) {
+/** A job's JSONL file (a batch job's results, an eval job's samples). */
+export function DownloadLink({ path, filename }: { path: string; filename: string }) {
   const [error, setError] = useState<string | null>(null)
-  const path = `/api/jobs/${job.id}/results/download`
   // A plain link would not carry the API token: the file is fetched with it, then saved.
   const download = (e: React.MouseEvent) => {
     e.preventDefault()
-    downloadFile(path, `${job.id}-results.jsonl`).then(() => setError(null), (err: unknown) => setError(errorMessage(err)))
+    downloadFile(path, filename).then(() => setError(null), (err: unknown) => setError(errorMessage(err)))
   }
   return (
     <span className="ml-auto flex items-center gap-2">
@@ -218,7 +219,7 @@ function RowsTable({ rows, filter }: { rows: BatchRow[]; filter: Filter }) {
   )
 }
 
-function Pager({ offset, total, onChange }: { offset: number; total: number; onChange: (offset: number) => void }) {
+export function Pager({ offset, total, onChange }: { offset: number; total: number; onChange: (offset: number) => void }) {
   if (total <= RESULTS_PAGE && offset === 0) return null
   return (
     <div className="flex items-center justify-end gap-3 text-xs text-neutral-400">

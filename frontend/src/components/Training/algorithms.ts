@@ -1,5 +1,6 @@
-// The algorithms as users meet them (four that train, and batch answers, which does not): what
-// they are, when to pick them, their data, their loss, and which settings the forms show. Everything else about a setting
+// The algorithms as users meet them (four that train; batch answers and evaluations, which do
+// not): what they are, when to pick them, their data, their loss, and which settings the forms
+// show. Everything else about a setting
 // (its help, default or proposal, choices, bounds) and the dataset kinds each algorithm takes
 // come from the server's OpenAPI document (api/jobConfig.ts).
 import { trains, type Algorithm, type RlhfStage, type TrainingAlgorithm } from '../../api/jobConfig'
@@ -69,6 +70,16 @@ export const ALGORITHMS: AlgorithmInfo[] = [
     example: '{"prompt": "What is 3+4?"}  →  {"index": 0, "output": "7", "confidence": 1.0, "flagged": false}',
     loss: 'None: nothing is trained.',
   },
+  {
+    id: 'eval',
+    name: 'Evaluate (A/B)',
+    short: 'Eval',
+    goal: 'Find out which model is better',
+    what: 'A baseline and one or more models answer the same eval set; each answer is scored, and every pair of models is compared prompt by prompt: the win rate with its bootstrap 95% interval, and whether the difference is significant by a sign test.',
+    when: 'You trained a model (or several) and want to know whether it really beats its base model or another one, and how sure that is. Nothing is trained and no model is made.',
+    example: '{"prompt": "3+4", "answer": "7"}  →  "sl@100 is better: 96% win rate [93%, 99%], p < 0.0001, n = 100"',
+    loss: 'None: nothing is trained.',
+  },
 ]
 
 /** The algorithms that train a model, in the order above: the wizard's and the guides' choices. */
@@ -112,6 +123,8 @@ const LABELS: Record<string, string> = {
   workers: 'Workers (actors)',
   shard_size: 'Shard size',
   system_prompt: 'System prompt',
+  max_examples: 'Max examples',
+  alpha: 'Significance level (α)',
 }
 
 const specs = (...keys: string[]): ParamSpec[] => keys.map((key) => ({ key, label: LABELS[key] ?? key }))
@@ -123,6 +136,8 @@ export const PARAMS: Record<Algorithm, ParamSpec[]> = {
   rl: specs('learning_rate', 'group_size', 'groups_per_batch', 'max_steps', 'max_tokens', 'variant', 'loss_fn', 'kl_coef', 'max_steps_off_policy', 'lora_rank', 'eval_every', 'save_every'),
   rlhf: specs('lora_rank'),
   batch: specs('task', 'samples', 'temperature', 'max_tokens', 'confidence_threshold', 'workers', 'shard_size', 'system_prompt'),
+  // the models and the scorer have fields of their own (EvalFields.tsx)
+  eval: [...specs('max_tokens'), { key: 'samples', label: 'Samples per prompt' }, ...specs('temperature', 'max_examples', 'alpha')],
 }
 
 /** The settings of each RLHF stage the form shows. */

@@ -1,5 +1,5 @@
 // The training forms' fields, shared by the new-job form and the wizard: a setting of a job's
-// config, the base model, a dataset of the kinds an algorithm takes.
+// config, the base model (or an eval job's baseline), a dataset of the kinds an algorithm takes.
 import { Link } from 'react-router-dom'
 import type { Schemas } from '../../api/client'
 import { configField, type ConfigSchema } from '../../api/jobConfig'
@@ -81,7 +81,9 @@ export function ParamField({
 
 const KIND_LABEL: Record<BaseModelOption['kind'], string> = { builtin: 'built-in', cached: 'downloaded', library: 'your library' }
 
-/** Free text with suggestions: a hub id, a server directory, a built-in or a library model. */
+/** Free text with suggestions: a hub id, a server directory, a built-in or a library model.
+ * `evaluate`: the baseline of an eval job, which evaluates a library model rather than
+ * continuing it. */
 export function BaseModelField({
   id,
   value,
@@ -89,6 +91,7 @@ export function BaseModelField({
   options,
   error,
   placeholder = 'e.g. Qwen/Qwen3-0.6B',
+  evaluate = false,
 }: {
   id: string
   value: string
@@ -96,11 +99,12 @@ export function BaseModelField({
   options: readonly BaseModelOption[]
   error?: string | null
   placeholder?: string
+  evaluate?: boolean
 }) {
   const chosen = options.find((o) => o.id === value.trim())
   return (
     <div>
-      <label htmlFor={id} className="label">Base model</label>
+      <label htmlFor={id} className="label">{evaluate ? 'Baseline (A)' : 'Base model'}</label>
       <input
         id={id}
         className={`input font-mono ${error ? 'border-bad/70 focus:border-bad' : ''}`}
@@ -119,13 +123,21 @@ export function BaseModelField({
       </datalist>
       <FieldError id={id} error={error} />
       {chosen && chosen.kind === 'library' && (
-        <p className="mt-1 text-xs text-accent">Continues from {chosen.label}{chosen.detail ? ` (${chosen.detail})` : ''}.</p>
+        <p className="mt-1 text-xs text-accent">{evaluate ? 'Evaluates' : 'Continues from'} {chosen.label}{chosen.detail ? ` (${chosen.detail})` : ''}.</p>
       )}
-      <p id={`${id}-help`} className="mt-1 text-xs text-neutral-500">
-        A Hugging Face hub id (<code className="text-neutral-400">Qwen/Qwen3-0.6B</code>), a model directory on the server,
-        a built-in (<code className="text-neutral-400">thinker/tiny</code> trains in seconds on a CPU), or a model from your
-        library (<code className="text-neutral-400">mdl_…</code>) to continue training it. Suggestions list what this server has.
-      </p>
+      {evaluate ? (
+        <p id={`${id}-help`} className="mt-1 text-xs text-neutral-500">
+          The model every other one is compared with (A in each comparison), evaluated first: a base model
+          (<code className="text-neutral-400">thinker/tiny</code>, a hub id) or a model from your library
+          (<code className="text-neutral-400">mdl_…</code>). Suggestions list what this server has.
+        </p>
+      ) : (
+        <p id={`${id}-help`} className="mt-1 text-xs text-neutral-500">
+          A Hugging Face hub id (<code className="text-neutral-400">Qwen/Qwen3-0.6B</code>), a model directory on the server,
+          a built-in (<code className="text-neutral-400">thinker/tiny</code> trains in seconds on a CPU), or a model from your
+          library (<code className="text-neutral-400">mdl_…</code>) to continue training it. Suggestions list what this server has.
+        </p>
+      )}
     </div>
   )
 }

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import type { JobProposal } from './contract'
 import type { Job } from './queries'
-import { autoResumeError, buildJobRequest, formErrors, formFromJob, gpusError, initialForm, proposalRequest } from './jobRequest'
+import { autoResumeError, buildJobRequest, formErrors, formFromJob, formFromSearch, gpusError, initialForm, maxEvalModels, proposalRequest, scorerTypes } from './jobRequest'
 import { job } from './testing'
 
 const stage = (s: 'sl' | 'rm' | 'rl', train: number) => ({ stage: s, rows: train + 10, train_rows: train, steps: 5, config: {}, why: [] })
@@ -144,5 +144,78 @@ describe('the new-job form', () => {
     expect(form.algorithm).toBe('batch')
     expect(form.params).toEqual({ task: 'review', samples: '6', system_prompt: 'Be brief.' })
     expect(JSON.parse(form.extraJson)).toEqual({ pool: 'ray' })
+  })
+})
+
+describe('an eval job', () => {
+  const form = { ...initialForm('eval'), datasetId: 'ds_test', evalModels: ['mdl_a', 'mdl_b'] }
+
+  test('the baseline, the models to compare, the scorer and the settings as typed; no proposal asked', () => {
+    const { body, problems } = buildJobRequest({ ...form, params: { max_tokens: '16', samples: '2', temperature: '0.7', max_examples: '' } })
+    expect(problems).toEqual([])
+    expect(body).toEqual({
+      algorithm: 'eval', backend: 'local', base_model: 'thinker/tiny', dataset_id: 'ds_test', priority: 0, gpus: 1, auto_resume: 2,
+      config: { max_tokens: 16, samples: 2, temperature: 0.7, models: ['mdl_a', 'mdl_b'], scorer: { type: 'exact_match' } },
+    })
+    expect(proposalRequest(form, {})).toBeNull()
+    expect(formErrors({ ...form, params: { samples: '0', alpha: '1', max_examples: '2.5' } }, undefined)).toEqual({
+      samples: 'Must be at least 1.',
+      alpha: 'Must be less than 1.',
+      max_examples: 'Must be a whole number.',
+    })
+  })
+
+  test('a regex scorer sends its pattern, a python one its function; each is needed', () => {
+    expect(buildJobRequest({ ...form, scorer: 'regex', scorerPattern: '^\\d+$' }).body?.config).toMatchObject({ scorer: { type: 'regex', pattern: '^\\d+$' } })
+    expect(buildJobRequest({ ...form, scorer: 'regex' }).problems).toEqual(['config.scorer.pattern: a regex scorer needs a pattern'])
+    expect(buildJobRequest({ ...form, scorer: 'python', scorerFunction: ' my_rewards:score ' }).body?.config).toMatchObject({ scorer: { type: 'python', function: 'my_rewards:score' } })
+    expect(buildJobRequest({ ...form, scorer: 'python', scorerFunction: 'score' }).problems).toEqual(['config.scorer.function: a python scorer needs its function, as "module:function"'])
+    // the pattern of a scorer that is not regex is not sent
+    expect(buildJobRequest({ ...form, scorer: 'nll', scorerPattern: 'x' }).body?.config).toMatchObject({ scorer: { type: 'nll' } })
+    // the JSON editor's scorer keys are merged into the form's
+    expect(buildJobRequest({ ...form, extraJson: '{"scorer": {"timeout_s": 3}, "nll": false}' }).body?.config).toMatchObject({ scorer: { type: 'exact_match', timeout_s: 3 }, nll: false })
+  })
+
+  test('at least one model to compare; not the baseline, none twice', () => {
+    expect(buildJobRequest({ ...form, evalModels: [] }).problems).toEqual(['config.models: choose at least one model to compare with the baseline'])
+    expect(buildJobRequest({ ...form, evalModels: ['thinker/tiny'] }).problems).toEqual(['config.models: thinker/tiny is the baseline already; compare it with other models'])
+    expect(buildJobRequest({ ...form, extraJson: '{"models": ["mdl_a", "mdl_a"]}' }).problems).toEqual(['config.models: mdl_a is chosen twice'])
+    // models given in the JSON editor stand for the form's
+    expect(buildJobRequest({ ...form, evalModels: [], extraJson: '{"models": [{"model": "Qwen/Qwen3-0.6B", "name": "qwen"}]}' }).body?.config).toMatchObject({ models: [{ model: 'Qwen/Qwen3-0.6B', name: 'qwen' }] })
+  })
+
+  test('the scorers and the most models come from the server\'s schema', () => {
+    expect(scorerTypes()).toEqual(['exact_match', 'regex', 'code', 'python', 'nll'])
+    expect(maxEvalModels()).toBe(7)
+  })
+
+  test('a new eval job from an ended one: the baseline and the models by library id, the scorer in its fields', () => {
+    const ended = formFromJob(job({
+      state: 'succeeded', algorithm: 'eval', base_model: 'thinker/tiny', dataset_id: 'ds_test',
+      config: {
+        models: [
+          { model: '/srv/runs/job_0/sampler_weights/000020', name: 'arith-sl@20', id: 'mdl_base', base_model: 'thinker/tiny' },
+          { model: '/srv/runs/job_0/sampler_weights/000100', name: 'arith-sl@100', id: 'mdl_a', base_model: 'thinker/tiny' },
+          { model: 'Qwen/Qwen3-0.6B' },
+        ],
+        scorer: { type: 'regex', pattern: '^7$', timeout_s: 3 },
+        max_tokens: 16, seed: 2,
+      },
+    }) as Job)
+    expect(ended.algorithm).toBe('eval')
+    expect(ended.baseModel).toBe('mdl_base')
+    expect(ended.evalModels).toEqual(['mdl_a', 'Qwen/Qwen3-0.6B'])
+    expect([ended.scorer, ended.scorerPattern]).toEqual(['regex', '^7$'])
+    expect(ended.params).toEqual({ max_tokens: '16' })
+    expect(JSON.parse(ended.extraJson)).toEqual({ seed: 2, scorer: { timeout_s: 3 } })
+    // sent again, it is the same job: the baseline is not among the models
+    expect(buildJobRequest(ended).body?.config).toEqual({ max_tokens: 16, models: ['mdl_a', 'Qwen/Qwen3-0.6B'], scorer: { type: 'regex', pattern: '^7$', timeout_s: 3 }, seed: 2 })
+  })
+
+  test('a link opens the form with a model against its base model', () => {
+    const linked = formFromSearch(new URLSearchParams('algorithm=eval&base_model=Qwen/Qwen3-0.6B&models=mdl_a,mdl_b,mdl_a,Qwen/Qwen3-0.6B&backend=tinker&dataset_id=ds_test'))
+    expect(linked).toMatchObject({ algorithm: 'eval', backend: 'tinker', baseModel: 'Qwen/Qwen3-0.6B', evalModels: ['mdl_a', 'mdl_b'], datasetId: 'ds_test' })
+    expect(formFromSearch(new URLSearchParams(''))).toEqual(initialForm('sl'))
+    expect(formFromSearch(new URLSearchParams('algorithm=nonsense')).algorithm).toBe('sl')
   })
 })

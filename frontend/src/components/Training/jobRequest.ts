@@ -1,9 +1,9 @@
 // From the new-job form's fields to a POST /api/jobs body. Number fields arrive as text;
-// an empty field is left out so the server's proposal (for batch, the default) applies. The
-// JSON editor's object is merged last (deeply, so {"rl": {"max_tokens": 12}} keeps the form's
-// other rl keys).
+// an empty field is left out so the server's proposal (for batch and eval, the default)
+// applies. The JSON editor's object is merged last (deeply, so {"rl": {"max_tokens": 12}} keeps
+// the form's other rl keys). An eval job's models and scorer have fields of their own.
 import type { Schemas } from '../../api/client'
-import { bodySchema, configField, configSchema, RLHF_STAGES, trains, type ConfigSchema, type RlhfStage, type Stage } from '../../api/jobConfig'
+import { bodySchema, configField, configSchema, RLHF_STAGES, subSchema, trains, type ConfigSchema, type RlhfStage, type Stage } from '../../api/jobConfig'
 import { PARAMS, RLHF_STAGE_PARAMS, type Algorithm, type ParamSpec } from './algorithms'
 import type { JobProposal, ProposalRequest } from './contract'
 import type { Job } from './queries'
@@ -28,6 +28,23 @@ export interface FormState {
   autoResume: string
   /** Processes that train the job data-parallel, one GPU each (request's gpus). */
   gpus: string
+  /** eval: the models compared with the baseline (library ids or base models), in order. */
+  evalModels: string[]
+  /** eval: the scorer's type, and its pattern (regex) or its function (python). */
+  scorer: string
+  scorerPattern: string
+  scorerFunction: string
+}
+
+/** An eval job's scorers, from the server's schema (EvalScorer.type). */
+export function scorerTypes(): string[] {
+  const scorer = subSchema(configSchema('eval'), 'scorer')
+  return (scorer && configField(scorer, 'type')?.options) ?? []
+}
+
+/** How many models an eval job compares with its baseline at most (config.models' maxItems). */
+export function maxEvalModels(): number {
+  return configField(configSchema('eval'), 'models')?.schema.maxItems ?? 7
 }
 
 /** The request's own auto_resume field: its default and bounds, from the server's schema. */
@@ -69,7 +86,30 @@ export function initialForm(algorithm: Algorithm = 'sl'): FormState {
     extraJson: '{}',
     autoResume: text(autoResumeField(algorithm)?.default) ?? '',
     gpus: text(gpusField(algorithm)?.default) ?? '',
+    evalModels: [],
+    scorer: 'exact_match',
+    scorerPattern: '',
+    scorerFunction: '',
   }
+}
+
+const ALGORITHM_IDS: readonly Algorithm[] = ['sl', 'dpo', 'rl', 'rlhf', 'batch', 'eval']
+
+/** A new form from a link's query: `?algorithm=eval&models=mdl_a,mdl_b&base_model=…&backend=…`
+ * (a model's "Evaluate" button); what the query does not say is as a blank form has it. */
+export function formFromSearch(search: URLSearchParams): FormState {
+  const asked = search.get('algorithm') as Algorithm | null
+  const form = initialForm(asked && ALGORITHM_IDS.includes(asked) ? asked : 'sl')
+  const backend = search.get('backend')
+  if (backend === 'local' || backend === 'tinker') form.backend = backend
+  const baseModel = search.get('base_model')?.trim()
+  if (baseModel) form.baseModel = baseModel
+  else if (form.backend === 'tinker') form.baseModel = ''
+  const models = (search.get('models') ?? '').split(',').map((m) => m.trim()).filter(Boolean)
+  form.evalModels = [...new Set(models)].filter((m) => m !== form.baseModel).slice(0, maxEvalModels())
+  const dataset = search.get('dataset_id')
+  if (dataset) form.datasetId = dataset
+  return form
 }
 
 type Json = Record<string, unknown>
@@ -119,8 +159,10 @@ export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | nu
       rl: { ...(f.rlDatasetId ? { dataset_id: f.rlDatasetId } : {}), ...stage('rl') },
     }
   }
+  if (f.algorithm === 'eval') config = { ...config, ...evalSection(f, problems) }
   config = deepMerge(config, extra)
   if (!f.baseModel.trim()) problems.push('base_model: required')
+  if (f.algorithm === 'eval') problems.push(...evalModelProblems(f.baseModel.trim(), config.models))
   const autoResume = autoResumeError(f)
   if (autoResume) problems.push(`auto_resume: ${autoResume}`)
   const gpus = gpusError(f)
@@ -140,11 +182,35 @@ export function buildJobRequest(f: FormState): { body: Schemas['JobCreate'] | nu
   return { body: body as Schemas['JobCreate'], problems }
 }
 
+/** An eval job's models and scorer, as the form holds them. */
+function evalSection(f: FormState, problems: string[]): Json {
+  const scorer: Json = { type: f.scorer }
+  if (f.scorer === 'regex') {
+    if (f.scorerPattern.trim()) scorer.pattern = f.scorerPattern
+    else problems.push('config.scorer.pattern: a regex scorer needs a pattern')
+  }
+  if (f.scorer === 'python') {
+    if (/^[\w.]+:\w+$/.test(f.scorerFunction.trim())) scorer.function = f.scorerFunction.trim()
+    else problems.push('config.scorer.function: a python scorer needs its function, as "module:function"')
+  }
+  return { models: f.evalModels, scorer }
+}
+
+/** Why an eval job's models (after the JSON editor's) cannot be sent: none to compare, the
+ * baseline among them, one twice. */
+function evalModelProblems(baseline: string, models: unknown): string[] {
+  if (!Array.isArray(models) || models.length === 0) return ['config.models: choose at least one model to compare with the baseline']
+  const refs = models.map((m) => (typeof m === 'string' ? m : String((m as Json | null)?.name ?? (m as Json | null)?.model ?? '')))
+  if (refs.includes(baseline)) return [`config.models: ${baseline} is the baseline already; compare it with other models`]
+  const twice = refs.filter((r, i) => refs.indexOf(r) !== i)
+  return twice.length ? [`config.models: ${twice[0]} is chosen twice`] : []
+}
+
 /** Where each field's rules are: its config schema, and the stage whose training rows bound it
  * (none for RLHF's own keys, such as lora_rank). */
 function fieldStages(f: FormState): { schema: ConfigSchema; specs: readonly ParamSpec[]; prefix: string; stage: Stage | null; fields: Fields }[] {
   if (f.algorithm !== 'rlhf') {
-    // batch trains nothing: no stage, no training rows to bound a field
+    // batch and eval train nothing: no stage, no training rows to bound a field
     const stage = trains(f.algorithm) ? f.algorithm : null
     return [{ schema: configSchema(f.algorithm), specs: PARAMS[f.algorithm], prefix: '', stage, fields: f.params }]
   }
@@ -171,7 +237,7 @@ export function formErrors(f: FormState, proposal: JobProposal | undefined): Rec
 }
 
 /** The proposal request for the form as it is: its valid fields only; null until the data is
- * chosen, and always for batch (nothing trains, so nothing is proposed). */
+ * chosen, and always for batch and eval (nothing trains, so nothing is proposed). */
 export function proposalRequest(f: FormState, errors: Readonly<Record<string, string>>): ProposalRequest | null {
   if (!trains(f.algorithm) || !f.datasetId || !f.baseModel.trim()) return null
   if (f.algorithm === 'rlhf' && !(f.rmDatasetId && f.rlDatasetId)) return null
@@ -231,9 +297,34 @@ export function formFromJob(job: Job): FormState {
       const rest = splitSection(section, RLHF_STAGE_PARAMS[stage], `${stage}.`, form.stageParams)
       if (Object.keys(rest).length) extra[stage] = rest
     }
+  } else if (algorithm === 'eval') {
+    extra = evalFromConfig(config, form)
   } else {
     extra = splitSection(config, PARAMS[algorithm], '', form.params)
   }
   form.extraJson = JSON.stringify(extra, null, 2)
   return form
+}
+
+/** An eval job's config into the form: the server resolved its models, the baseline first,
+ * each a library model (its id) or what was evaluated; the scorer's type and argument go to
+ * their fields, its other keys to the JSON editor. Returns the JSON editor's part. */
+function evalFromConfig(config: Json, form: FormState): Json {
+  const { models, scorer, ...rest } = config
+  const refs = (Array.isArray(models) ? models : []).map((m) =>
+    typeof m === 'string' ? m : String((m as Json).id ?? (m as Json).model ?? ''),
+  )
+  if (refs.length) {
+    form.baseModel = refs[0]
+    form.evalModels = refs.slice(1)
+  }
+  const extra = splitSection(rest, PARAMS.eval, '', form.params)
+  if (isObject(scorer)) {
+    const { type, pattern, function: fn, ...other } = scorer
+    if (typeof type === 'string') form.scorer = type
+    form.scorerPattern = typeof pattern === 'string' ? pattern : ''
+    form.scorerFunction = typeof fn === 'string' ? fn : ''
+    if (Object.keys(other).length) extra.scorer = other
+  }
+  return extra
 }

@@ -9,6 +9,7 @@ import type { operations } from '../../api/schema'
 import { isLive, type JobState } from '../../api/vocabulary'
 import type { HistoryEvent } from './attempts'
 import { problemsOf, unwrapProblems, type ProposalRequest } from './contract'
+import type { EvaluationQuery } from './evaluation'
 
 export type Job = Schemas['JobPublic']
 export type MetricsPage = Schemas['MetricsPage']
@@ -154,6 +155,19 @@ export function useJobResults(jobId: string, query: ResultsQuery, live: boolean)
     queryKey: ['jobs', jobId, 'results', query],
     queryFn: async () =>
       unwrap(await api.GET('/api/jobs/{job_id}/results', { params: { path: { job_id: jobId }, query } })),
+    placeholderData: keepPreviousData,
+    refetchInterval: live ? 5_000 : false,
+  })
+}
+
+/** An eval job's evaluation (its summary, null until the job succeeded) and one page of its
+ * prompts; polled while the job runs, the page on screen kept while the next loads. The job's
+ * state events refetch it (under ['jobs']), so the summary arrives when the job ends. */
+export function useJobEvaluation(jobId: string, query: EvaluationQuery, live: boolean) {
+  return useQuery({
+    queryKey: ['jobs', jobId, 'evaluation', query],
+    queryFn: async () =>
+      unwrap(await api.GET('/api/jobs/{job_id}/evaluation', { params: { path: { job_id: jobId }, query } })),
     placeholderData: keepPreviousData,
     refetchInterval: live ? 5_000 : false,
   })

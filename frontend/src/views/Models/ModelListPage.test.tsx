@@ -21,6 +21,17 @@ const model = (id: string, name: string, extra: Record<string, unknown> = {}) =>
   lifecycle: 'active', created_at: 1795672552.7, ...extra,
 })
 
+const LEADERBOARD = {
+  dataset_id: 'ds_test',
+  scorer: 'exact_match',
+  jobs: ['job_ev', 'job_ev0'],
+  leaderboard: [
+    { key: 'mdl_a', id: 'mdl_a', name: 'reversal-sl@20', model: '/srv/w/20', score_mean: 0.62, job_id: 'job_ev', rank: 1, rating: 1180.4, strength: 2.8, wins: 150.5, games: 200 },
+    { key: 'thinker/tiny', id: null, name: 'thinker/tiny', model: 'thinker/tiny', score_mean: 0.01, job_id: 'job_ev', rank: 2, rating: 819.6, strength: 0.35, wins: 49.5, games: 200 },
+  ],
+  unranked: [{ key: 'mdl_b', id: 'mdl_b', name: 'reversal-sl@10', model: '/srv/w/10', score_mean: 0.3, job_id: 'job_ev0' }],
+}
+
 let lifecycle: string
 let sent: Sent[]
 beforeEach(() => {
@@ -29,7 +40,24 @@ beforeEach(() => {
     'GET /api/models': () => ({
       body: { data: [model('mdl_a', 'reversal-sl@20', { lifecycle }), model('mdl_b', 'reversal-sl@10', { step: 10 })], count: 2 },
     }),
-    'GET /api/datasets': () => ({ body: { data: [{ id: 'ds_1', name: 'reversal-train', version: 2 }], count: 1 } }),
+    'GET /api/datasets': () => ({
+      body: {
+        data: [
+          { id: 'ds_1', name: 'reversal-train', version: 2, kind: 'prompt_completion' },
+          { id: 'ds_test', name: 'arithmetic-test', version: 1, kind: 'chat' },
+          { id: 'ds_pairs', name: 'pairs', version: 1, kind: 'preferences' },
+        ],
+        count: 3,
+      },
+    }),
+    'GET /api/jobs': () => ({ body: { data: [{ id: 'job_ev', algorithm: 'eval', state: 'succeeded', dataset_id: 'ds_test' }], count: 1 } }),
+    'GET /api/models/leaderboard': (s) => {
+      const q = new URLSearchParams(s.search)
+      if (q.get('dataset_id') !== 'ds_test' || (q.get('scorer') ?? 'exact_match') !== 'exact_match') {
+        return { status: 404, body: { detail: `no finished eval job on dataset ${q.get('dataset_id')}${q.get('scorer') ? ` scored by ${q.get('scorer')}` : ''}` } }
+      }
+      return { body: LEADERBOARD }
+    },
     'PATCH /api/models/mdl_a': (s) => {
       lifecycle = (s.body as { lifecycle: string }).lifecycle
       return { body: { ...model('mdl_a', 'reversal-sl@20', { lifecycle }), lineage: {}, export: null } }
@@ -79,3 +107,40 @@ describe('ModelListPage', () => {
     expect(screen.getByTestId('navigated')).toHaveTextContent('/playground?a=mdl_a&b=mdl_b')
   })
 })
+
+describe('the leaderboard of an eval set', () => {
+  test('the latest evaluated eval set by default: the ranking, the best marked, models linked', async () => {
+    const user = userEvent.setup()
+    renderAt(<ModelListPage />, '/models', '/models')
+    await user.click(await screen.findByRole('tab', { name: 'Leaderboard' }))
+    const best = await screen.findByTestId('rank-1')
+    expect(within(best).getByText('★ best for this eval set')).toBeInTheDocument()
+    expect(within(best).getByRole('link', { name: 'reversal-sl@20' })).toHaveAttribute('href', '/models/mdl_a')
+    expect(best).toHaveTextContent('1180')
+    expect(best).toHaveTextContent('150.5 / 200')
+    expect(within(best).getByRole('link', { name: 'job_ev' })).toHaveAttribute('href', '/training/job_ev')
+    const second = screen.getByTestId('rank-2')
+    expect(within(second).queryByText(/best for this eval set/)).toBeNull()
+    expect(within(second).queryByRole('link', { name: 'thinker/tiny' })).toBeNull()
+    expect(screen.getByRole('link', { name: 'reversal-sl@10' })).toHaveAttribute('href', '/models/mdl_b')
+    expect(screen.getByTestId('leaderboard-basis')).toHaveTextContent('From 2 finished eval jobs scored by exact_match')
+    expect(sent.some((r) => r.path === '/api/models/leaderboard' && r.search === '?dataset_id=ds_test')).toBe(true)
+    expect(sent.some((r) => r.path === '/api/jobs' && r.search.includes('algorithm=eval') && r.search.includes('state=succeeded'))).toBe(true)
+    // the evaluated eval set first, then those an eval job can answer (not preference pairs)
+    const choices = within(screen.getByLabelText('eval set')).getAllByRole('option').map((o) => o.textContent)
+    expect(choices).toEqual(['arithmetic-test v1', 'reversal-train v2 · prompt_completion'])
+  })
+
+  test('no leaderboard: the server\'s reason is the empty state', async () => {
+    const user = userEvent.setup()
+    renderAt(<ModelListPage />, '/models?view=leaderboard&dataset=ds_test', '/models')
+    expect(await screen.findByTestId('rank-1')).toBeInTheDocument()
+    await user.selectOptions(screen.getByLabelText('scorer'), 'nll')
+    expect(await screen.findByText('No leaderboard for this eval set')).toBeInTheDocument()
+    expect(screen.getByTestId('leaderboard-missing')).toHaveTextContent('no finished eval job on dataset ds_test scored by nll.')
+    await user.selectOptions(screen.getByLabelText('eval set'), 'ds_1')
+    await waitFor(() => expect(screen.getByTestId('leaderboard-missing')).toHaveTextContent('no finished eval job on dataset ds_1.'))
+    expect(screen.getByRole('link', { name: 'Evaluate models on it →' })).toHaveAttribute('href', '/training/new?algorithm=eval&dataset_id=ds_1')
+  })
+})
+

@@ -1,13 +1,52 @@
-// The model library with its filters, states and the compare selection.
+// The model library with its filters, states and the compare selection; and the leaderboard
+// of an eval set (`?view=leaderboard&dataset=ds_…&scorer=…`, so an eval job can link to it).
 import { useState } from 'react'
-import { Link } from 'react-router-dom'
+import { Link, useSearchParams } from 'react-router-dom'
 import { CompareBar } from '../../components/Models/CompareBar'
+import { LeaderboardPanel } from '../../components/Models/Leaderboard'
 import { ModelFilters } from '../../components/Models/ModelFilters'
 import { ModelsTable } from '../../components/Models/ModelsTable'
 import { useDatasetNames, useModels, type ModelFilter } from '../../components/Models/queries'
 import { Empty, ErrorState, Loading } from '../../components/ui/States'
+import { Tabs } from '../../components/ui/Tabs'
+
+type View = 'library' | 'leaderboard'
+const VIEWS: { id: View; label: string }[] = [
+  { id: 'library', label: 'Library' },
+  { id: 'leaderboard', label: 'Leaderboard' },
+]
 
 export function ModelListPage() {
+  const [search, setSearch] = useSearchParams()
+  const view: View = search.get('view') === 'leaderboard' ? 'leaderboard' : 'library'
+  const choose = (params: Record<string, string>) => setSearch(Object.fromEntries(Object.entries(params).filter(([, v]) => v)), { replace: true })
+  return (
+    <div className="flex flex-col gap-4">
+      <header className="flex flex-wrap items-end justify-between gap-4">
+        <div>
+          <h1 className="text-2xl font-semibold text-neutral-100">Models</h1>
+          <p className="mt-1 text-sm text-neutral-400">
+            {view === 'library'
+              ? 'Every checkpoint a job saves becomes a model, with where it came from.'
+              : 'Which model is best on an eval set: every model its eval jobs compared, ranked by all their pairwise results.'}
+          </p>
+        </div>
+      </header>
+      <Tabs tabs={VIEWS} value={view} onChange={(v) => choose(v === 'leaderboard' ? { view: v } : {})} />
+      {view === 'library' ? (
+        <Library />
+      ) : (
+        <LeaderboardPanel
+          datasetId={search.get('dataset') ?? ''}
+          scorer={search.get('scorer') ?? ''}
+          onChange={({ datasetId, scorer }) => choose({ view: 'leaderboard', dataset: datasetId, scorer })}
+        />
+      )}
+    </div>
+  )
+}
+
+function Library() {
   const [filter, setFilter] = useState<ModelFilter>({})
   const [search, setSearch] = useState('')
   const [selected, setSelected] = useState<string[]>([])
@@ -23,13 +62,7 @@ export function ModelListPage() {
   const shown = (models.data?.data ?? []).filter((m) => m.name.toLowerCase().includes(search.toLowerCase()))
   const names = new Map(allModels.map((m) => [m.id, m.name]))
   return (
-    <div className="flex flex-col gap-4">
-      <header className="flex flex-wrap items-end justify-between gap-4">
-        <div>
-          <h1 className="text-2xl font-semibold text-neutral-100">Models</h1>
-          <p className="mt-1 text-sm text-neutral-400">Every checkpoint a job saves becomes a model, with where it came from.</p>
-        </div>
-      </header>
+    <>
       {models.isPending ? (
         <Loading what="models" />
       ) : models.isError ? (
@@ -49,6 +82,6 @@ export function ModelListPage() {
           <p className="text-xs text-neutral-500">{shown.length} of {models.data.count} shown</p>
         </>
       )}
-    </div>
+    </>
   )
 }

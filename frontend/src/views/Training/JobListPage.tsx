@@ -6,7 +6,7 @@ import { Empty, ErrorState, Loading } from '../../components/ui/States'
 import { ProgressBar, StatusLed } from '../../components/ui/Status'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
 import { ALGORITHM_BY_ID, type Algorithm } from '../../components/Training/algorithms'
-import { isBatchJob } from '../../components/Training/batch'
+import { trainsNothing } from '../../components/Training/evaluation'
 import { reportOf } from '../../components/Training/contract'
 import { smoothedEta } from '../../components/Training/eta'
 import { useJobMetrics, useJobs, type Job } from '../../components/Training/queries'
@@ -35,8 +35,8 @@ const VERDICT_TONE = { learned: 'text-ok', not_learned: 'text-bad', unknown: 'te
 /** The report's held-out metric against the base model's, coloured by the verdict. */
 function HeldOut({ job }: { job: Job }) {
   const report = reportOf(job)
-  // An SDK run's client holds its data, a batch job trains nothing: no held-out report.
-  if (!report) return <span className="text-xs text-neutral-600">{isLive(job.state) && !isSdkRun(job) && !isBatchJob(job) ? 'after training' : '—'}</span>
+  // An SDK run's client holds its data, a batch or eval job trains nothing: no held-out report.
+  if (!report) return <span className="text-xs text-neutral-600">{isLive(job.state) && !isSdkRun(job) && !trainsNothing(job) ? 'after training' : '—'}</span>
   return (
     <span className={`text-xs ${VERDICT_TONE[report.verdict] ?? 'text-neutral-300'}`} title={report.metric?.label ?? report.warnings[0]?.message}>
       {report.verdict === 'not_learned' && <span aria-hidden>✗ </span>}

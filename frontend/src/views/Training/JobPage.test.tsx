@@ -338,3 +338,45 @@ describe('a batch job', () => {
     expect(seen.some((r) => r.startsWith('GET /api/models') || r.includes('/checkpoints'))).toBe(false)
   })
 })
+
+describe('an eval job', () => {
+  test('its evaluation takes the report\'s place; no checkpoints, no models; progress in models', async () => {
+    const summary = {
+      dataset: '/srv/ds.jsonl', prompts: 100, scorer: 'exact_match', samples: 1, temperature: 0, alpha: 0.05,
+      models: [
+        { name: 'thinker/tiny', model: 'thinker/tiny', id: null, score_mean: -0.076, score_interval: [-0.098, -0.045], nll_mean: 5.96, prompts: 100, terminated_rate: 0.04 },
+        { name: 'arith-sl@100', model: '/srv/w', id: 'mdl_a', score_mean: 0.1, score_interval: [0.05, 0.16], nll_mean: 0.3, prompts: 100, terminated_rate: 1 },
+      ],
+      comparisons: [{
+        a: 'thinker/tiny', b: 'arith-sl@100', n: 100, wins: 95, ties: 3, losses: 2, win_rate: 0.965, interval: [0.93, 0.99], p_value: 6e-26, significant: true,
+        verdict: 'arith-sl@100 is better: 96% win rate [93%, 99%], p < 0.0001, n = 100 (3 ties, left out of the sign test)',
+      }],
+      leaderboard: [
+        { model: 'arith-sl@100', rank: 1, rating: 1460.6, strength: 14.2, wins: 97.5, games: 100 },
+        { model: 'thinker/tiny', rank: 2, rating: 539.4, strength: 0.07, wins: 2.5, games: 100 },
+      ],
+    }
+    const seen = answer(fetchMock, {
+      'GET /api/jobs/job_1': () => ({
+        body: job({ algorithm: 'eval', name: 'arith-eval', config: { models: [{ model: 'thinker/tiny' }, { model: '/srv/w', name: 'arith-sl@100', id: 'mdl_a' }] }, state: 'succeeded', step: 2, total_steps: 2, progress: 1, eta_s: null, finished_at: '2026-01-01T00:01:00Z' }),
+      }),
+      'GET /api/jobs/job_1/metrics': () => ({
+        body: { data: [{ step: 1, score_mean: -0.076, nll_mean: 5.96 }, { step: 2, score_mean: 0.1, nll_mean: 0.3 }], count: 2, next_offset: null },
+      }),
+      'GET /api/jobs/job_1/evaluation': () => ({ body: { summary, total: 0, data: [] } }),
+    })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByTestId('verdict')).toHaveTextContent('arith-sl@100 is better: 96% win rate [93%, 99%], p < 0.0001, n = 100')
+    // the axis rounds as the verdict does
+    expect(screen.getByTestId('win-rate')).toHaveTextContent('96%')
+    expect(screen.getByTestId('job-progress')).toHaveTextContent('model 2 / 2')
+    expect(screen.getByText('Eval · Evaluate (A/B)')).toBeInTheDocument()
+    // each model's score is charted, under its own name
+    expect(screen.getByRole('article', { name: 'Mean score' })).toBeInTheDocument()
+    // nothing of training: no report, no checkpoints, no models asked for
+    expect(screen.queryByText(/has no report/)).toBeNull()
+    expect(screen.queryByRole('tab', { name: 'Checkpoints' })).toBeNull()
+    expect(seen.some((r) => r.startsWith('GET /api/models') || r.includes('/checkpoints') || r.includes('/report'))).toBe(false)
+  })
+})
+

@@ -1,7 +1,7 @@
 // /training/:jobId: one job, live. Its state, progress and metrics come from the socket
 // (useJobEvents patches the query cache); charts, rollouts, log, checkpoints and config below.
 // A batch job trains nothing: its results take the place of the report, and it has no
-// checkpoints or rollouts.
+// checkpoints or rollouts. Nor does an eval job: its evaluation takes the report's place.
 import { useEffect, useState } from 'react'
 import { Link, useParams } from 'react-router-dom'
 import { isActive, isLive } from '../../api/vocabulary'
@@ -14,6 +14,8 @@ import { AttemptsPanel } from '../../components/Training/AttemptsPanel'
 import { parsePlacement, placementText, placementTitle } from '../../components/Training/attempts'
 import { isBatchJob } from '../../components/Training/batch'
 import { BatchResultsPanel } from '../../components/Training/BatchResults'
+import { EvaluationPanel } from '../../components/Training/Evaluation'
+import { isEvalJob, trainsNothing } from '../../components/Training/evaluation'
 import { Checkpoints } from '../../components/Training/Checkpoints'
 import { ConfigPanel } from '../../components/Training/ConfigPanel'
 import { JobControls } from '../../components/Training/JobControls'
@@ -45,7 +47,7 @@ function FailureCard({ job }: { job: Job }) {
       {job.retryable ? (
         <p className="mt-3 text-xs text-neutral-400">
           This failure may not happen again (the worker was lost, or the machine ran short): <b>Resume</b> continues from
-          {isBatchJob(job) ? ' the inputs not answered yet' : ' the last checkpoint'}. TRAINING_GUIDE.md "Troubleshooting" lists common causes.
+          {isBatchJob(job) ? ' the inputs not answered yet' : isEvalJob(job) ? ' the models not answered yet' : ' the last checkpoint'}. TRAINING_GUIDE.md "Troubleshooting" lists common causes.
         </p>
       ) : (
         <p className="mt-3 flex flex-wrap items-center gap-3 text-sm text-neutral-300">
@@ -118,7 +120,7 @@ function Header({ job, connected, stage, eta }: { job: Job; connected: boolean; 
         <ProgressBar value={job.progress ?? (job.state === 'succeeded' ? 1 : 0)} />
         <div className="mt-2 flex flex-wrap justify-between gap-2 text-xs text-neutral-400">
           <span className="font-mono" data-testid="job-progress">
-            {isBatchJob(job) ? 'shard' : 'step'} {job.step} / {job.total_steps ?? '?'}{stage && stage !== 'main' ? ' of this stage' : ''}
+            {isBatchJob(job) ? 'shard' : isEvalJob(job) ? 'model' : 'step'} {job.step} / {job.total_steps ?? '?'}{stage && stage !== 'main' ? ' of this stage' : ''}
           </span>
           <span>
             {eta !== null && <span data-testid="job-eta">ETA {formatDuration(eta)} · </span>}
@@ -151,19 +153,20 @@ export function JobPage() {
   const j = job.data
   const isRl = j.algorithm === 'rl' || j.algorithm === 'rlhf'
   const batch = isBatchJob(j)
+  const evaluating = isEvalJob(j)
   const stages = buildSeries(metrics.data?.data ?? [])
   const tabs: { id: Tab; label: string }[] = [
     { id: 'metrics', label: 'Metrics' },
     ...(isRl ? [{ id: 'rollouts' as const, label: 'Rollouts' }] : []),
     { id: 'log', label: 'Log' },
-    ...(batch ? [] : [{ id: 'checkpoints' as const, label: 'Checkpoints' }]),
+    ...(trainsNothing(j) ? [] : [{ id: 'checkpoints' as const, label: 'Checkpoints' }]),
     { id: 'config', label: 'Config' },
   ]
   return (
     <div className="mx-auto flex max-w-7xl flex-col gap-5">
       <Header job={j} connected={connected} eta={smoothedEta(j, metrics.data?.data ?? [])} stage={j.algorithm === 'rlhf' ? (sortStages(stages).at(-1)?.stage ?? null) : null} />
       {j.state === 'failed' && <FailureCard job={j} />}
-      {batch ? <BatchResultsPanel job={j} /> : <ReportPanel job={j} onCheckpoints={() => setTab('checkpoints')} />}
+      {batch ? <BatchResultsPanel job={j} /> : evaluating ? <EvaluationPanel job={j} /> : <ReportPanel job={j} onCheckpoints={() => setTab('checkpoints')} />}
       <AttemptsPanel job={j} />
       <Tabs tabs={tabs} value={tab} onChange={setTab} />
       {tab === 'metrics' &&
@@ -183,6 +186,10 @@ export function JobPage() {
                   ? isLive(j.state)
                     ? 'The first shard is on its way: its counts are charted here live as soon as it is done.'
                     : 'This job finished no shard.'
+                  : evaluating
+                    ? isLive(j.state)
+                      ? "The first model is answering: each model's score and NLL are charted here as soon as it is done."
+                      : 'No model finished answering.'
                   : isLive(j.state)
                     ? 'The first step is on its way: charts appear here live as soon as it is logged.'
                     : 'This job logged no training steps.'

@@ -33,6 +33,16 @@ beforeEach(() => {
         ? { status: 422, body: { detail: 'invalid job', problems: ['base_model: Qwen/Gated is gated: set HF_TOKEN'] } }
         : { status: 201, body: job({ id: 'job_9', state: 'queued' }) }
     },
+    'GET /api/models': () => ({
+      body: {
+        data: [
+          { id: 'mdl_a', name: 'arith-sl@100', base_model: 'thinker/tiny', backend: 'local', step: 100, job_id: 'job_0' },
+          { id: 'mdl_b', name: 'arith-sl@50', base_model: 'thinker/tiny', backend: 'local', step: 50, job_id: 'job_0' },
+          { id: 'mdl_t', name: 'qwen-sl@10', base_model: 'Qwen/Qwen3-8B', backend: 'tinker', step: 10, job_id: 'job_t' },
+        ],
+        count: 3,
+      },
+    }),
     'GET /api/jobs/job_old': () => ({
       body: job({ id: 'job_old', name: 'arith-old', state: 'failed', gpus: 2, retryable: false, parent_model_id: 'mdl_3', base_model: 'thinker/tiny', config: { batch_size: 8, learning_rate: 0.5, seed: 3, dataset: '/srv/data/x.jsonl' } }),
     }),
@@ -182,3 +192,63 @@ describe('a batch job', () => {
     })
   })
 })
+
+describe('an eval job', () => {
+  test('the form offers Evaluate (A/B): the eval set, the baseline, library models to compare, the scorer; it posts them', async () => {
+    const user = userEvent.setup()
+    renderAt(<NewJobPage />, '/training/new', '/training/new')
+    await user.selectOptions(await screen.findByLabelText('Algorithm'), 'eval')
+    expect(screen.getByRole('heading', { level: 1 })).toHaveTextContent('New evaluation')
+    expect(screen.getByTestId('eval-explainer')).toHaveTextContent('significance by a sign test, with a bootstrap interval')
+    await user.selectOptions(screen.getByLabelText(/^Eval set/), 'ds_1')
+    expect(screen.getByLabelText('Baseline (A)')).toHaveValue('thinker/tiny')
+    // nothing to compare yet: the job cannot be queued
+    const queue = screen.getByRole('button', { name: 'Queue the job' })
+    expect(queue).toBeDisabled()
+    expect(screen.getAllByText(/choose at least one model to compare with the baseline/).length).toBeGreaterThan(0)
+
+    // the library's models of this backend, ticked in the order they are evaluated
+    expect(await screen.findByLabelText('evaluate arith-sl@100')).toBeInTheDocument()
+    expect(screen.queryByLabelText('evaluate qwen-sl@10')).toBeNull()
+    await user.click(screen.getByLabelText('evaluate arith-sl@50'))
+    await user.click(screen.getByLabelText('evaluate arith-sl@100'))
+    expect(screen.getByRole('list', { name: 'models to compare' })).toHaveTextContent('B1arith-sl@50✕B2arith-sl@100✕')
+    // a base model by name too
+    await user.type(screen.getByLabelText('Or a base model'), 'Qwen/Qwen3-0.6B{Enter}')
+    await user.click(screen.getByRole('button', { name: 'remove Qwen/Qwen3-0.6B' }))
+
+    await user.selectOptions(screen.getByLabelText('Scorer'), 'regex')
+    expect(screen.getByTestId('scorer-help')).toHaveTextContent('matches a pattern')
+    expect(queue).toBeDisabled() // a regex needs its pattern
+    await user.type(screen.getByLabelText('Pattern'), '^7$')
+    await user.type(input(/^Max tokens/), '16')
+    await user.type(input(/^Samples per prompt/), '3')
+    expect(input(/^Temperature/)).toHaveAttribute('placeholder', 'default: 0')
+    await user.type(input(/^Temperature/), '0.7')
+    expect(screen.getByLabelText('evaluation plan')).toHaveTextContent("thinker/tiny and arith-sl@50, arith-sl@100 answer each of its 100 prompts; each answer is scored by regex.")
+    expect(screen.queryByLabelText('processes')).toBeNull() // one process
+    await act(() => new Promise((resolve) => setTimeout(resolve, 500)))
+    expect(fetchMock.mock.calls.some(([r]) => r instanceof Request && r.url.endsWith('/api/jobs/proposal'))).toBe(false)
+
+    expect(queue).toBeEnabled()
+    await user.click(queue)
+    await waitFor(() => expect(created).toHaveLength(1))
+    expect(created[0]).toEqual({
+      algorithm: 'eval', backend: 'local', base_model: 'thinker/tiny', dataset_id: 'ds_1', priority: 0, gpus: 1, auto_resume: 2,
+      config: { max_tokens: 16, samples: 3, temperature: 0.7, models: ['mdl_b', 'mdl_a'], scorer: { type: 'regex', pattern: '^7$' } },
+    })
+  })
+
+  test('a model\'s Evaluate link opens it against its base model; the baseline cannot be compared with itself', async () => {
+    const user = userEvent.setup()
+    renderAt(<NewJobPage />, '/training/new?algorithm=eval&base_model=thinker/tiny&models=mdl_a', '/training/new')
+    expect(await screen.findByLabelText('evaluate arith-sl@100')).toBeChecked()
+    expect(screen.getByLabelText('Algorithm')).toHaveValue('eval')
+    // a library model as the baseline: it is not offered as B
+    await user.clear(screen.getByLabelText('Baseline (A)'))
+    await user.type(screen.getByLabelText('Baseline (A)'), 'mdl_b')
+    expect(screen.getByLabelText('evaluate arith-sl@50')).toBeDisabled()
+    expect(screen.getByTestId('request-preview')).toHaveTextContent('"base_model": "mdl_b"')
+  })
+})
+

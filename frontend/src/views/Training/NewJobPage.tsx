@@ -3,6 +3,9 @@
 // the server's rules, and the job cannot be queued while one is refused. `?from_job=` starts
 // from an ended job's settings. A refused job shows the server's `problems` by their fields.
 // A batch job trains nothing: no proposal is asked, and its empty fields take their defaults.
+// Nor does an eval job: its baseline and the library models it compares, its scorer and its
+// sampling settings. `?algorithm=eval&models=mdl_…&base_model=…` opens it with those (a model's
+// Evaluate button).
 import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router-dom'
 import { ErrorState, Loading } from '../../components/ui/States'
@@ -10,8 +13,10 @@ import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
 import { bodySchema, configField, configSchema, datasetKinds, RLHF_STAGES, trains } from '../../api/jobConfig'
 import { ALGORITHMS, PARAMS, RLHF_STAGE_PARAMS, type Algorithm } from '../../components/Training/algorithms'
 import { problemsAbout, type JobProposal, type ProblemsError } from '../../components/Training/contract'
+import { EvalCard, EvalModelPicker, ScorerFields } from '../../components/Training/EvalFields'
 import { BaseModelField, DatasetSelect, ParamField } from '../../components/Training/fields'
-import { autoResumeError, buildJobRequest, formErrors, formFromJob, gpusError, initialForm, proposalRequest, type FormState } from '../../components/Training/jobRequest'
+import { autoResumeError, buildJobRequest, formErrors, formFromJob, formFromSearch, gpusError, maxEvalModels, proposalRequest, scorerTypes, type FormState } from '../../components/Training/jobRequest'
+import { useModels } from '../../components/Models/queries'
 import { useBaseModels, useCreateJob, useDatasets, useDebounced, useJob, useProposal, type CreateJobError, type Job } from '../../components/Training/queries'
 import { NumberField } from '../../components/ui/fields'
 import { Warning } from '../../components/ui/Warning'
@@ -25,7 +30,7 @@ export function NewJobPage() {
   return (
     <NewJobForm
       key={from?.id ?? 'blank'}
-      initial={from ? formFromJob(from) : initialForm()}
+      initial={from ? formFromJob(from) : formFromSearch(search)}
       from={from}
       sourceError={fromJob && source.isError ? `Could not load job ${fromJob}: starting from a blank form.` : null}
     />
@@ -68,6 +73,12 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
   const localProblems = [...Object.entries(errors).map(([k, m]) => `${k}: ${m}`), ...preview.problems]
   const canSubmit = localProblems.length === 0 && preview.body !== null && !create.isPending
   const training = trains(form.algorithm)
+  const evaluating = form.algorithm === 'eval'
+  // the library, for an eval job's models (only read once eval is chosen)
+  const library = useModels({}, evaluating)
+  const libraryModels = (library.data?.data ?? []).filter((m) => m.backend === form.backend)
+  const modelNames = new Map((library.data?.data ?? []).map((m) => [m.id, m.name]))
+  const modelsProblem = evaluating ? (preview.problems.find((p) => p.startsWith('config.models:'))?.replace('config.models: ', '') ?? problemsAbout(serverProblems, 'config.models')[0] ?? null) : null
 
   const chooseAlgorithm = (algorithm: Algorithm) => set({ algorithm, params: {}, stageParams: {}, datasetId: '' })
 
@@ -85,10 +96,17 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
       <header className="flex flex-wrap items-end justify-between gap-4">
         <div>
           <Link to="/training" className="text-xs text-neutral-500 hover:text-accent">← All jobs</Link>
-          <h1 className="text-2xl font-semibold text-neutral-100">{training ? 'New training job' : 'New batch job'}</h1>
+          <h1 className="text-2xl font-semibold text-neutral-100">{training ? 'New training job' : evaluating ? 'New evaluation' : 'New batch job'}</h1>
+          {evaluating && (
+            <p className="text-sm text-neutral-300" data-testid="eval-explainer">
+              Models answer the same eval set, each answer is scored, and every pair is compared: significance by a sign test, with a bootstrap interval on the win rate.
+            </p>
+          )}
           <p className="text-sm text-neutral-400">
             {from ? (
               <>Starting from the settings of <Link to={`/training/${from.id}`} className="text-accent hover:underline">{from.name}</Link>: change {training ? 'what its report asks' : 'what you need'}, then queue it.</>
+            ) : evaluating ? (
+              <>Trains nothing: pick the eval set, the baseline and the models of your library to compare with it.</>
             ) : (
               <>Every setting. First time? <Link to="/training/wizard" className="text-cta hover:underline">The wizard</Link> picks them for you.</>
             )}
@@ -132,6 +150,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
               options={form.backend === 'local' ? (models.data ?? []) : []}
               placeholder={form.backend === 'local' ? 'e.g. Qwen/Qwen3-0.6B' : 'e.g. Qwen/Qwen3-8B'}
               error={baseModelError}
+              evaluate={evaluating}
             />
           </section>
 
@@ -144,10 +163,31 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
               </>
             ) : (
               <div className="md:col-span-3">
-                <DatasetSelect id="nj-ds" label="Dataset" kinds={datasetKinds(form.algorithm)} datasets={all} value={form.datasetId} onChange={(v) => set({ datasetId: v })} />
+                <DatasetSelect id="nj-ds" label={evaluating ? 'Eval set' : 'Dataset'} kinds={datasetKinds(form.algorithm)} datasets={all} value={form.datasetId} onChange={(v) => set({ datasetId: v })} />
               </div>
             )}
           </section>
+
+          {evaluating && (
+            <section className="card" aria-label="models">
+              {library.isLoading ? (
+                <Loading what="the library" />
+              ) : library.isError ? (
+                <ErrorState error={library.error} what="the library" />
+              ) : (
+                <EvalModelPicker
+                  id="nj-models"
+                  value={form.evalModels}
+                  onChange={(evalModels) => set({ evalModels })}
+                  models={libraryModels}
+                  suggestions={form.backend === 'local' ? (models.data ?? []) : []}
+                  baseline={form.baseModel.trim()}
+                  max={maxEvalModels()}
+                  error={modelsProblem}
+                />
+              )}
+            </section>
+          )}
 
           <section className="card">
             <h2 className="mb-3 text-sm font-medium text-neutral-200">
@@ -158,6 +198,16 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
               )}
             </h2>
             <div className="grid gap-4 sm:grid-cols-2 xl:grid-cols-3">
+              {evaluating && (
+                <ScorerFields
+                  id="nj-scorer"
+                  types={scorerTypes()}
+                  type={form.scorer}
+                  pattern={form.scorerPattern}
+                  fn={form.scorerFunction}
+                  onChange={set}
+                />
+              )}
               {PARAMS[form.algorithm].map((p) => (
                 <ParamField
                   key={p.key}
@@ -193,24 +243,26 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
               ))}
           </section>
 
-          <section className="card" aria-label="processes">
-            <div className="max-w-xs">
-              <NumberField
-                id="nj-gpus"
-                label={training ? 'GPUs (data-parallel processes)' : 'GPUs (shared by the actors)'}
-                help={<>{gpus?.description} From {String(gpus?.schema.minimum)} to {String(gpus?.schema.maximum)}.</>}
-                value={form.gpus}
-                onChange={(v) => set({ gpus: v })}
-                error={gpusProblem}
-                placeholder={gpus ? `default: ${String(gpus.default)}` : undefined}
-              />
-            </div>
-            <p className="mt-1 text-xs text-neutral-500">
-              {training
-                ? "Processes that train the job data-parallel, one GPU each (sl, dpo and rl; the batch is shared out, the results are one process's)."
-                : 'GPUs the pool of actors is spread over, one actor a GPU (Workers sets how many actors).'}
-            </p>
-          </section>
+          {!evaluating && (
+            <section className="card" aria-label="processes">
+              <div className="max-w-xs">
+                <NumberField
+                  id="nj-gpus"
+                  label={training ? 'GPUs (data-parallel processes)' : 'GPUs (shared by the actors)'}
+                  help={<>{gpus?.description} From {String(gpus?.schema.minimum)} to {String(gpus?.schema.maximum)}.</>}
+                  value={form.gpus}
+                  onChange={(v) => set({ gpus: v })}
+                  error={gpusProblem}
+                  placeholder={gpus ? `default: ${String(gpus.default)}` : undefined}
+                />
+              </div>
+              <p className="mt-1 text-xs text-neutral-500">
+                {training
+                  ? "Processes that train the job data-parallel, one GPU each (sl, dpo and rl; the batch is shared out, the results are one process's)."
+                  : 'GPUs the pool of actors is spread over, one actor a GPU (Workers sets how many actors).'}
+              </p>
+            </section>
+          )}
 
           <section className="card" aria-label="recovery">
             <div className="max-w-xs">
@@ -227,7 +279,9 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
             <p className="mt-1 text-xs text-neutral-500">
               {training
                 ? 'Times the job resumes from its last checkpoint by itself when its worker or node is lost.'
-                : 'Times the job resumes by itself when its worker or node is lost; it answers only the inputs not answered yet.'}
+                : evaluating
+                  ? 'Times the job resumes by itself when its worker or node is lost; the models already answered are not asked again.'
+                  : 'Times the job resumes by itself when its worker or node is lost; it answers only the inputs not answered yet.'}
             </p>
           </section>
 
@@ -242,7 +296,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
               onChange={(e) => set({ extraJson: e.target.value })}
             />
             <p className="mt-1 text-xs text-neutral-500">
-              Any key of the algorithm's config, e.g. <code>{training ? '{"warmup_steps": 5, "grad_clip_norm": 1.0, "seed": 1}' : '{"pool": "local", "max_retries": 3, "seed": 1}'}</code>
+              Any key of the algorithm's config, e.g. <code>{training ? '{"warmup_steps": 5, "grad_clip_norm": 1.0, "seed": 1}' : evaluating ? '{"nll": false, "resamples": 2000, "seed": 1}' : '{"pool": "local", "max_retries": 3, "seed": 1}'}</code>
               {form.algorithm === 'rl' && <> or <code>{'{"reward": {"type": "regex", "pattern": "^\\\\d+$"}}'}</code></>}.
               Paths are not accepted: datasets are named by id.
             </p>
@@ -271,6 +325,8 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
           )}
           {training ? (
             <ProposalCard proposal={proposal.data} loading={proposal.isFetching} problems={proposal.isError ? proposalProblems.length ? proposalProblems : [proposal.error.message] : []} />
+          ) : evaluating ? (
+            <EvalCard baseline={form.baseModel.trim()} models={form.evalModels} names={modelNames} scorer={form.scorer} rows={evalRows(form, all.find((d) => d.id === form.datasetId)?.num_rows ?? null)} />
           ) : (
             <BatchCard form={form} rows={all.find((d) => d.id === form.datasetId)?.num_rows ?? null} />
           )}
@@ -291,6 +347,12 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
       </form>
     </div>
   )
+}
+
+/** The prompts an eval job answers: the eval set's rows, or the first max_examples of them. */
+function evalRows(form: FormState, rows: number | null): number | null {
+  const most = Number(form.params.max_examples?.trim() || NaN)
+  return rows !== null && Number.isInteger(most) && most > 0 ? Math.min(rows, most) : rows
 }
 
 /** What a batch job will do, from the form's settings or their defaults (nothing is proposed). */
