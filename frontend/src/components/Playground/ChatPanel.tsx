@@ -1,7 +1,9 @@
 // The chat: a conversation kept in state, each reply streamed token by token; every reply
-// can be rated or edited into a feedback row.
+// can be rated or edited into a feedback row. The latest answer is reported: "before" for
+// learning.
 import { useEffect, useRef, useState } from 'react'
 import type { FeedbackRow, Message } from './feedback'
+import type { Exchange } from './learnFlow'
 import { ResponseCard } from './ResponseCard'
 import type { SamplingParams } from './sampling'
 import { useStream } from './useStream'
@@ -16,11 +18,13 @@ interface Props {
   modelLabel: (id: string) => string
   params: SamplingParams
   onSave: (row: FeedbackRow) => void
+  /** The last answer with what it answered; none after Clear. */
+  onExchange?: (exchanges: Exchange[]) => void
 }
 
 let nextId = 1
 
-export function ChatPanel({ model, modelLabel, params, onSave }: Props) {
+export function ChatPanel({ model, modelLabel, params, onSave, onExchange }: Props) {
   const [system, setSystem] = useState('')
   const [turns, setTurns] = useState<Turn[]>([])
   const [input, setInput] = useState('')
@@ -55,9 +59,10 @@ export function ChatPanel({ model, modelLabel, params, onSave }: Props) {
     setTurns((t) => [...t, { id: nextId++, role: 'assistant', content: answer, model }])
     setAsked(null)
     stream.reset()
+    onExchange?.([{ model, context, answer }])
   }
   const edit = (id: number, content: string) => setTurns((t) => t.map((x) => (x.id === id ? { ...x, content } : x)))
-  const clear = () => { stream.reset(); setTurns([]); setAsked(null) }
+  const clear = () => { stream.reset(); setTurns([]); setAsked(null); onExchange?.([]) }
 
   return (
     <div className="flex flex-col gap-4">
