@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     heartbeat_timeout_s: float = Field(30.0, gt=0)
     heartbeat_kill_s: float = Field(300.0, gt=0)
     poll_interval_s: float = Field(0.2, gt=0)  # how often run directories are tailed
+    # How often the deployments' production loop looks at schedules and running cycles
+    deployment_poll_s: float = Field(5.0, gt=0)
     # Training workers run this much nicer than the server, so that the API and live events
     # stay responsive when training and other work share the CPU (0: the same priority).
     worker_nice: int = Field(10, ge=0, le=19)

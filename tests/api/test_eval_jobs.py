@@ -122,5 +122,5 @@ def test_a_person_s_ab_choices_get_the_same_statistics(tmp_path: Path) -> None:
     assert result["p_value"] == pytest.approx(2 * (1 + 17 + 136 + 680) / 2**17)
     assert (result["wins"], result["ties"], result["losses"]) == (14, 3, 3)
     assert result["verdict"].startswith("after is better: 78% win rate [")
-    assert result["needed"] == significance.required_samples(14 / 17)
+    assert result["needed"] == significance.required_samples(14.5 / 18)
     assert refused.status_code == 422

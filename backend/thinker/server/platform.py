@@ -1,12 +1,14 @@
 """The platform: what one server process owns, started and stopped with the app.
 
 It is where the server's parts are put together: the database, the dataset service, the
-Socket.IO hub, the model pool, the imports and the job manager, each given what it needs.
+Socket.IO hub, the model pool, the imports, the job manager and the deployments' production
+loop, each given what it needs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,7 @@ from thinker.jobs.manager import JobManager
 from thinker.server.events import IMPORT_EVENT, IMPORTS_ROOM, EventHub
 from thinker.server.pool import ModelPool
 from thinker.services.datasets import DatasetService
+from thinker.services.deployments import Deployments
 from thinker.services.imports import Imports
 from thinker.services.sdk_runs import SdkRuns
 from thinker.services.tinker_wire import TinkerWire
@@ -37,6 +40,8 @@ class Platform:
     imports: Imports
     jobs: JobManager
     wire: TinkerWire  # the Tinker SDK's clients (routes/tinker_api.py)
+    deployments: Deployments  # served names and their production loop
+    _loop: asyncio.Task[None] | None = None
 
     @classmethod
     async def start(cls, settings: Settings, sio: socketio.AsyncServer) -> Platform:
@@ -68,13 +73,23 @@ class Platform:
         storage = settings.data_dir / "tinker"
         runs = SdkRuns(jobs, asyncio.get_running_loop(), storage)
         wire = TinkerWire(storage, runs=runs)
-        platform = cls(settings, engine, sessions, sio, datasets, hub, pool, imports, jobs, wire)
+        deployments = Deployments(settings.data_dir / "deployments", sessions, jobs, datasets)
+        platform = cls(
+            settings, engine, sessions, sio, datasets, hub, pool, imports, jobs, wire, deployments
+        )
         await jobs.start()
+        platform._loop = asyncio.create_task(
+            deployments.run(settings.deployment_poll_s), name="thinker-deployments"
+        )
         return platform
 
     async def stop(self) -> None:
         """Stop the imports (a running one stops at its next batch, keeping nothing) and the
         watch on workers (they keep running: a restart reattaches), then close up."""
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
         await self.imports.stop()
         await self.jobs.stop()
         await self.hub.stop()

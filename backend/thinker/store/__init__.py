@@ -8,12 +8,23 @@ from thinker.store.db import (
     session_factory,
     sqlite_url,
 )
-from thinker.store.tables import ApiToken, Base, Dataset, Job, Model, Setting, new_id, now
+from thinker.store.tables import (
+    ApiToken,
+    Base,
+    Dataset,
+    Deployment,
+    Job,
+    Model,
+    Setting,
+    new_id,
+    now,
+)
 
 __all__ = [
     "ApiToken",
     "Base",
     "Dataset",
+    "Deployment",
     "Job",
     "Model",
     "Setting",

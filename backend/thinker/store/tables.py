@@ -1,4 +1,4 @@
-"""The platform's tables: datasets, jobs, models, API tokens and settings.
+"""The platform's tables: datasets, jobs, models, deployments, API tokens and settings.
 
 Times are UTC epoch seconds (floats): the same on SQLite and PostgreSQL, and cheap to compare
 for heartbeats. Ids are server-made (`ds_`, `job_`, `mdl_`, `tok_` + 12 hex digits) and are
@@ -126,6 +126,31 @@ class Model(Base):
         String(16), default="active"
     )  # active|deprecated|archived
     created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class Deployment(Base):
+    """A served name for /v1 (`"model": "<name>"`) pointing at a library model, with its opt-in
+    production loop: logged traffic, feedback on it, scheduled retraining, a promotion gate
+    (services/deployments.py)."""
+
+    __tablename__ = "deployments"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model_id: Mapped[str] = mapped_column(String(32))  # the model it serves now
+    log_traffic: Mapped[bool] = mapped_column(Boolean, default=False)  # opt-in
+    redact: Mapped[str | None] = mapped_column(String(200))  # "pii", "module:function", None
+    retention_days: Mapped[float] = mapped_column(Float, default=30.0)
+    schedule: Mapped[str | None] = mapped_column(String(100))  # a cron expression; None: never
+    min_feedback: Mapped[int] = mapped_column(Integer, default=10)  # rows a cycle needs
+    learn_steps: Mapped[int] = mapped_column(Integer, default=30)
+    eval_dataset_id: Mapped[str | None] = mapped_column(String(32))  # the gate's eval set
+    feedback_dataset_id: Mapped[str | None] = mapped_column(String(32))  # its latest version
+    feedback_used: Mapped[int] = mapped_column(Integer, default=0)  # feedback lines consumed
+    cycle: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the one in flight
+    history: Mapped[list[Any]] = mapped_column(JSON, default=list)  # promoted, refused...
+    next_cycle_at: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
 
 
 class ApiToken(Base):

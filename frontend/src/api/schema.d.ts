@@ -214,6 +214,123 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/deployments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Deployments
+         * @description Every deployment, by name.
+         */
+        get: operations["read_deployments"];
+        put?: never;
+        /**
+         * Create Deployment
+         * @description Serve a library model under a name; optionally log its traffic and retrain it.
+         */
+        post: operations["create_deployment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/deployments/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Deployment
+         * @description One deployment: what it serves, its loop's settings, the cycle in flight, its history.
+         */
+        get: operations["read_deployment"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete Deployment
+         * @description Stop serving the name and delete its logged traffic and feedback (its datasets and
+         *     models stay).
+         */
+        delete: operations["delete_deployment"];
+        options?: never;
+        head?: never;
+        /**
+         * Update Deployment
+         * @description Change its loop's settings (the fields given); the served model changes only through
+         *     the promotion gate.
+         */
+        patch: operations["update_deployment"];
+        trace?: never;
+    };
+    "/api/deployments/{name}/cycle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run Cycle
+         * @description Start a retraining cycle now, whatever the schedule says (none runs while one is in
+         *     flight): the new feedback becomes a dataset version and a learn job, then the gate.
+         */
+        post: operations["run_cycle"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/deployments/{name}/feedback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add Feedback
+         * @description A thumbs up or down on a logged completion (its `id` from /v1), with the answer it
+         *     should have given if you have it: the next cycle trains on it.
+         */
+        post: operations["add_feedback"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/deployments/{name}/promote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Promote
+         * @description Put a library model through the promotion gate: an eval job on the deployment's eval
+         *     set, the served model against it; it is served only if it wins with p < 0.05.
+         */
+        post: operations["promote"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/evaluations/compare": {
         parameters: {
             query?: never;
@@ -1856,6 +1973,142 @@ export interface components {
             /** Data */
             data: components["schemas"]["DatasetPublic"][];
         };
+        /** DeploymentCreate */
+        DeploymentCreate: {
+            /**
+             * Eval Dataset Id
+             * @description The promotion gate's eval set (chat, prompt_completion or problems): a candidate is served only after it wins an A/B on it.
+             */
+            eval_dataset_id?: string | null;
+            /**
+             * Learn Steps
+             * @description Steps of each cycle's job.
+             * @default 30
+             */
+            learn_steps: number;
+            /**
+             * Log Traffic
+             * @description Opt in: log each /v1 completion of this name (after `redact`).
+             * @default false
+             */
+            log_traffic: boolean;
+            /**
+             * Min Feedback
+             * @description New feedback rows a cycle needs to train.
+             * @default 10
+             */
+            min_feedback: number;
+            /**
+             * Model Id
+             * @description The library model it serves (mdl_...).
+             */
+            model_id: string;
+            /**
+             * Name
+             * @description The name /v1 clients ask for as `model`.
+             */
+            name: string;
+            /**
+             * Redact
+             * @description A hook run on every logged text: "pii" (e-mails, phone numbers, long digit runs masked) or "module:function" (trusted code the server imports); null: none.
+             */
+            redact?: string | null;
+            /**
+             * Retention Days
+             * @description Logged traffic and feedback older than this are deleted.
+             * @default 30
+             */
+            retention_days: number;
+            /**
+             * Schedule
+             * @description A cron expression (UTC) for the retraining cycle, e.g. "0 3 * * *"; null: only when asked.
+             */
+            schedule?: string | null;
+        };
+        /** DeploymentPublic */
+        DeploymentPublic: {
+            /** Cycle */
+            cycle: {
+                [key: string]: unknown;
+            } | null;
+            /** Eval Dataset Id */
+            eval_dataset_id: string | null;
+            /** Feedback */
+            feedback: number;
+            /** Feedback Dataset Id */
+            feedback_dataset_id: string | null;
+            /** Feedback New */
+            feedback_new: number;
+            /** History */
+            history: {
+                [key: string]: unknown;
+            }[];
+            /** Learn Steps */
+            learn_steps: number;
+            /** Log Traffic */
+            log_traffic: boolean;
+            /** Min Feedback */
+            min_feedback: number;
+            /** Model Id */
+            model_id: string;
+            /** Name */
+            name: string;
+            /** Next Cycle At */
+            next_cycle_at: number | null;
+            /** Redact */
+            redact: string | null;
+            /** Retention Days */
+            retention_days: number;
+            /** Schedule */
+            schedule: string | null;
+            /** Traffic */
+            traffic: number;
+        };
+        /**
+         * DeploymentSettings
+         * @description What a deployment does besides serving its model.
+         */
+        DeploymentSettings: {
+            /**
+             * Eval Dataset Id
+             * @description The promotion gate's eval set (chat, prompt_completion or problems): a candidate is served only after it wins an A/B on it.
+             */
+            eval_dataset_id?: string | null;
+            /**
+             * Learn Steps
+             * @description Steps of each cycle's job.
+             * @default 30
+             */
+            learn_steps: number;
+            /**
+             * Log Traffic
+             * @description Opt in: log each /v1 completion of this name (after `redact`).
+             * @default false
+             */
+            log_traffic: boolean;
+            /**
+             * Min Feedback
+             * @description New feedback rows a cycle needs to train.
+             * @default 10
+             */
+            min_feedback: number;
+            /**
+             * Redact
+             * @description A hook run on every logged text: "pii" (e-mails, phone numbers, long digit runs masked) or "module:function" (trusted code the server imports); null: none.
+             */
+            redact?: string | null;
+            /**
+             * Retention Days
+             * @description Logged traffic and feedback older than this are deleted.
+             * @default 30
+             */
+            retention_days: number;
+            /**
+             * Schedule
+             * @description A cron expression (UTC) for the retraining cycle, e.g. "0 3 * * *"; null: only when asked.
+             */
+            schedule?: string | null;
+        };
         /** DetectionBase */
         DetectionBase: {
             /** Fields */
@@ -2205,6 +2458,24 @@ export interface components {
             path: string;
             /** Size Bytes */
             size_bytes: number;
+        };
+        /** FeedbackCreate */
+        FeedbackCreate: {
+            /**
+             * Completion Id
+             * @description The `id` of a /v1 completion.
+             */
+            completion_id: string;
+            /**
+             * Correction
+             * @description The answer it should have given.
+             */
+            correction?: string | null;
+            /**
+             * Rating
+             * @enum {string}
+             */
+            rating: "up" | "down";
         };
         /**
          * FormatReward
@@ -2648,6 +2919,14 @@ export interface components {
             segments: components["schemas"]["Segment"][];
             /** Truncated */
             truncated: boolean;
+        };
+        /** PromoteRequest */
+        PromoteRequest: {
+            /**
+             * Model Id
+             * @description The library model to serve if it wins.
+             */
+            model_id: string;
         };
         /**
          * RLHFJobConfig
@@ -4962,6 +5241,427 @@ export interface operations {
             };
             /** @description The disk is full: nothing was stored */
             507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    read_deployments: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentPublic"][];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_deployment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeploymentCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentPublic"];
+                };
+            };
+            /** @description A body that cannot be parsed; under /v1, any invalid request (OpenAI's status) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    read_deployment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentPublic"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_deployment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_deployment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeploymentSettings"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentPublic"];
+                };
+            };
+            /** @description A body that cannot be parsed; under /v1, any invalid request (OpenAI's status) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_cycle: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentPublic"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    add_feedback: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FeedbackCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description A body that cannot be parsed; under /v1, any invalid request (OpenAI's status) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    promote: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PromoteRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentPublic"];
+                };
+            };
+            /** @description A body that cannot be parsed; under /v1, any invalid request (OpenAI's status) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -42,8 +42,8 @@ class CompareResult(BaseModel):
     p_value: float  # the sign test's, ties left out
     significant: bool
     verdict: str  # "B is better: 64% win rate [58%, 70%], p = 0.0004, n = 200"
-    # Non-tied prompts for 80% power at the share of decided prompts B won; None at one half,
-    # at 0 or 1, or past 100,000.
+    # Non-tied prompts for 80% power at B's share of the decided prompts seen (half a win and
+    # half a loss added); None before any is decided, at one half, or past 100,000.
     needed: int | None
 
 
@@ -56,9 +56,11 @@ async def compare_outcomes(body: CompareRequest) -> CompareResult:
         body.outcomes, body.a, body.b, alpha=body.alpha, resamples=body.resamples, seed=body.seed
     )
     decided = result.wins + result.losses
-    rate = result.wins / decided if decided else 0.5
+    # B's share of the decided prompts, with half a win and half a loss added: a first few
+    # choices that all went one way still give an estimate (not 0 or 1).
+    rate = (result.wins + 0.5) / (decided + 1)
     needed = None
-    if decided and rate not in (0.0, 0.5, 1.0):
+    if decided and rate != 0.5:
         with contextlib.suppress(ValueError):  # more than the limit: no A/B will tell
             needed = significance.required_samples(rate, alpha=body.alpha)
     return CompareResult(**result.to_json(), needed=needed)

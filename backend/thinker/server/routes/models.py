@@ -16,14 +16,11 @@ from thinker.names import Name
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.server.platform import Platform
 from thinker.server.routes.jobs import JobPublic
-from thinker.services import evaluations, tinker_archives
+from thinker.services import evaluations, learning, tinker_archives
 from thinker.services import models as service
 from thinker.store import Dataset, Model
 
 router = APIRouter(prefix="/models", tags=["models"])
-FEEDBACK_ALGORITHMS = {"preferences": "dpo", "chat": "sl"}  # a feedback dataset's kind: how
-FEEDBACK_STEPS = 30
-FEEDBACK_PRIORITY = 10  # ahead of ordinary jobs (0): a person waits for it
 _ZIP: dict[int | str, dict[str, object]] = {200: {"content": {"application/zip": {}}}}
 # The statuses a route sends besides those every route documents (server/openapi_doc.py).
 _TINKER: dict[int | str, dict[str, object]] = {
@@ -165,7 +162,7 @@ class LearnRequest(BaseModel):
         "edited answers: SL).",
     )
     max_steps: StrictInt = Field(
-        FEEDBACK_STEPS,
+        learning.STEPS,
         ge=1,
         le=10_000,
         description="Optimizer steps over the feedback (a short update: 30 take seconds on "
@@ -189,27 +186,13 @@ async def learn_from_feedback(
     dataset = await session.get(Dataset, body.dataset_id)
     if dataset is None:
         raise ConfigError(f"dataset_id: no dataset {body.dataset_id!r}")
-    algorithm = FEEDBACK_ALGORITHMS.get(dataset.kind)
-    if algorithm is None:
-        raise ConfigError(
-            f"dataset_id: {dataset.id} holds {dataset.kind} rows; a model learns from "
-            "preferences rows (A/B choices: DPO) or chat rows (good and edited answers: SL)"
-        )
-    config: dict[str, Any] = {
-        "max_steps": body.max_steps,
-        "eval_fraction": 0.0,
-        "save_every": body.max_steps,
-    }
-    if body.learning_rate is not None:
-        config["learning_rate"] = body.learning_rate
-    job, _ = await platform.jobs.create(
-        name=body.name or f"{model.name}+feedback",
-        algorithm=algorithm,
-        backend=model.backend,
-        base_model=model.id,
-        dataset_id=dataset.id,
-        config=config,
-        priority=FEEDBACK_PRIORITY,
+    job = await learning.learn(
+        platform.jobs,
+        model,
+        dataset,
+        max_steps=body.max_steps,
+        learning_rate=body.learning_rate,
+        name=body.name,
     )
     return JobPublic.of(job, platform.settings.heartbeat_timeout_s)
 

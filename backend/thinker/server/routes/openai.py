@@ -7,6 +7,8 @@ chunk and error formats. Errors, request validation included, come back as
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -186,17 +188,30 @@ async def create_chat_completion(
     n = body.n or 1
     if body.stream and n != 1:
         raise ConfigError("streaming gives one choice: n must be 1 with stream: true")
-    model = await platform.pool.get(body.model)
+    # A deployment's name serves its current model, and logs the traffic it opted in to.
+    deployment = await platform.deployments.serving(body.model)
+    model = await platform.pool.get(body.model if deployment is None else deployment.model_id)
     messages = [m.to_message() for m in body.messages]
     prompt = await model.prompt(None, messages, body.stop_list(), body.completion_tokens)
     completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    log = None
+    if deployment is not None and deployment.log_traffic:
+        log = functools.partial(
+            platform.deployments.log_completion,
+            deployment,
+            messages=[{"role": m["role"], "content": m["content"]} for m in messages],
+            model=deployment.model_id,
+        )
     if body.stream:
         events = model.stream(prompt, body.params(prompt))
-        chunks = _chunks(events, body, completion_id, created, len(prompt.tokens))
+        chunks = _chunks(events, body, completion_id, created, len(prompt.tokens), log)
         return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
     result = await unless_disconnected(request, model.sample(prompt, n, body.params(prompt), False))
     if result is None:
         return Response(status_code=CLIENT_CLOSED)
+    if log is not None:
+        for i, s in enumerate(result.samples):
+            await asyncio.to_thread(log, _choice_id(completion_id, i, n), answer=s.text)
     choices = [
         {
             "index": i,
@@ -216,25 +231,36 @@ async def create_chat_completion(
     }
 
 
-async def _chunks(
+def _choice_id(completion_id: str, index: int, n: int) -> str:
+    """The id a logged choice takes feedback by: the completion's, or `<id>-<index>` of n > 1."""
+    return completion_id if n == 1 else f"{completion_id}-{index}"
+
+
+async def _chunks(  # noqa: PLR0913
     events: AsyncIterator[StreamEvent],
     body: ChatCompletionCreate,
     completion_id: str,
     created: int,
     prompt_tokens: int,
+    log: Callable[..., None] | None = None,
 ) -> AsyncIterator[str]:
-    """OpenAI's stream: the role, content deltas, the finish reason, [usage], [DONE]."""
+    """OpenAI's stream: the role, content deltas, the finish reason, [usage], [DONE]; the whole
+    answer logged at its end when the deployment logs traffic."""
 
     def chunk(delta: dict[str, str], finish: str | None = None) -> str:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         return sse(_chunk_object(completion_id, created, body.model, [choice]))
 
     yield chunk({"role": "assistant", "content": ""})
+    answer: list[str] = []
     try:
         async for event in events:
             if event.text:
+                answer.append(event.text)
                 yield chunk({"content": event.text})
             if event.token is None:
+                if log is not None:
+                    await asyncio.to_thread(log, completion_id, answer="".join(answer))
                 yield chunk({}, event.stop_reason)
                 if body.stream_options and body.stream_options.include_usage:
                     usage = _usage(prompt_tokens, event.completion_tokens)
