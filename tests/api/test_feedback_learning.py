@@ -8,38 +8,18 @@ an eval job, and its lineage names its parent and the feedback's dataset version
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
-from tests.support.api import EXAMPLES, add_dataset, make_settings, wait_state
+from tests.support.api import add_dataset, make_settings, wait_state
+from tests.support.feedback import RL, WARM_START, jsonl, sums
 
 from thinker.server.app import create_app
 
-RL = EXAMPLES / "rl"
-WARM_START = {  # configs/rl.yaml's warm start: about half of the answers hedge
-    "max_steps": 250,
-    "batch_size": 32,
-    "learning_rate": 3e-3,
-    "lora_rank": 32,
-    "eval_fraction": 0.0,
-    "lr_schedule": "linear",
-    "grad_clip_norm": 1.0,
-}
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _jsonl(rows: list[dict[str, str]]) -> bytes:
-    return "".join(json.dumps(r) + "\n" for r in rows).encode()
-
 
 def test_learning_from_20_preferences_makes_a_model_that_wins_the_ab(tmp_path: Path) -> None:
-    problems = _rows(RL / "train.jsonl") + _rows(RL / "test.jsonl")
-    asked, held_out = problems[:20], problems[20:]
+    asked, held_out = sums()
     settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1)
     with TestClient(create_app(settings)) as client:
         warm = add_dataset(client, RL / "warmup_hedged.jsonl", "chat")
@@ -73,7 +53,7 @@ def test_learning_from_20_preferences_makes_a_model_that_wins_the_ab(tmp_path: P
         assert hedged >= 5  # the warm start hedges: there is something to learn
         upload = client.post(
             "/api/datasets",
-            files={"file": ("feedback.jsonl", _jsonl(pairs), "application/x-ndjson")},
+            files={"file": ("feedback.jsonl", jsonl(pairs).encode(), "application/x-ndjson")},
             data={"name": "feedback", "kind": "preferences"},
         )
         assert upload.status_code == 201, upload.text
@@ -89,7 +69,7 @@ def test_learning_from_20_preferences_makes_a_model_that_wins_the_ab(tmp_path: P
         detail = client.get(f"/api/models/{new['id']}").json()
 
         held = tmp_path / "held_out.jsonl"
-        held.write_bytes(_jsonl(held_out))
+        held.write_text(jsonl(held_out))
         body = {
             "algorithm": "eval",
             "base_model": model["id"],

@@ -16,25 +16,10 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from tests.support.api import EXAMPLES, add_dataset, make_settings, platform_of
+from tests.support.feedback import RL, WARM_START, jsonl, sums
 
 from thinker.server.app import create_app
 from thinker.services import deployments as service
-
-RL = EXAMPLES / "rl"
-WARM_START = {  # configs/rl.yaml's warm start: about half of the answers hedge
-    "max_steps": 250,
-    "batch_size": 32,
-    "learning_rate": 3e-3,
-    "lora_rank": 32,
-    "eval_fraction": 0.0,
-    "lr_schedule": "linear",
-    "grad_clip_norm": 1.0,
-    "save_every": 25,
-}
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _wait(client: TestClient, name: str, event: str, seen: int, timeout: float = 600) -> dict:
@@ -62,10 +47,9 @@ def _job_state(client: TestClient, job_id: str) -> str:
 
 
 def test_the_production_loop_promotes_a_better_model_and_refuses_a_worse(tmp_path: Path) -> None:
-    problems = _rows(RL / "train.jsonl") + _rows(RL / "test.jsonl")
-    asked, held_out = problems[:20], problems[20:]
+    asked, held_out = sums()
     held = tmp_path / "held_out.jsonl"
-    held.write_text("".join(json.dumps(p) + "\n" for p in held_out))
+    held.write_text(jsonl(held_out))
     settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1, deployment_poll_s=0.2)
     now = [time.time()]
     with TestClient(create_app(settings)) as client:
@@ -73,7 +57,12 @@ def test_the_production_loop_promotes_a_better_model_and_refuses_a_worse(tmp_pat
         loop.clock = lambda: now[0]
         warm = add_dataset(client, RL / "warmup_hedged.jsonl", "chat")
         sl = client.post(
-            "/api/jobs", json={"algorithm": "sl", "dataset_id": warm, "config": WARM_START}
+            "/api/jobs",
+            json={
+                "algorithm": "sl",
+                "dataset_id": warm,
+                "config": {**WARM_START, "save_every": 25},
+            },
         )
         assert sl.status_code == 201, sl.text
         assert _job_state(client, sl.json()["id"]) == "succeeded"

@@ -89,15 +89,21 @@ async def resolve_start(session: Any, runs_dir: Path, base_model: str, backend: 
     return StartPoint(base_model, await _inspect(base_model))
 
 
-async def _library_start(session: Any, runs_dir: Path, model_id: str, backend: str) -> StartPoint:
+async def _library_model(session: Any, model_id: str, backend: str, where: str, verb: str) -> Model:
+    """The library model `model_id`, of `backend` (what the job would `verb` it with)."""
     model = await session.get(Model, model_id)
     if model is None:
-        raise ConfigError(f"base_model: no model {model_id!r} in the library")
+        raise ConfigError(f"{where}: no model {model_id!r} in the library")
     if model.backend != backend:
         raise ConfigError(
-            f"base_model: {model_id} was trained on the {model.backend} backend; continue it "
+            f"{where}: {model_id} was trained on the {model.backend} backend; {verb} it "
             f"with backend {model.backend}"
         )
+    return model  # type: ignore[no-any-return]
+
+
+async def _library_start(session: Any, runs_dir: Path, model_id: str, backend: str) -> StartPoint:
+    model = await _library_model(session, model_id, backend, "base_model", "continue")
     if model.state_path is None:
         raise ConfigError(
             f"base_model: {model_id} has no training state to continue from (only sampler "
@@ -162,14 +168,7 @@ async def _eval_model(
         except ConfigError as e:
             raise ConfigError(str(e).replace("base_model:", f"{where}:", 1)) from None
         return {"model": ref}, point
-    model = await session.get(Model, ref)
-    if model is None:
-        raise ConfigError(f"{where}: no model {ref!r} in the library")
-    if model.backend != backend:
-        raise ConfigError(
-            f"{where}: {ref} was trained on the {model.backend} backend; evaluate it with "
-            f"backend {model.backend}"
-        )
+    model = await _library_model(session, ref, backend, where, "evaluate")
     path = model.sampler_path
     if path is None:
         raise ConfigError(f"{where}: {ref} has no sampler weights to answer with")
