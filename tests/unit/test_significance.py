@@ -160,3 +160,22 @@ def test_required_samples_follows_the_normal_approximation() -> None:
     assert sig.required_samples(0.4) == sig.required_samples(0.6)  # symmetric
     with pytest.raises(ValueError, match="not 0.5"):
         sig.required_samples(0.5)
+
+
+def test_calibration_compares_how_sure_a_judge_is_with_how_often_it_is_right() -> None:
+    # Five pairs said at 0.9 (four right: 0.9, 0.9, 0.9, 0.9 for the first, 0.1 against it)
+    # and four at 0.6 (two right): bins [0.8, 0.9] and [0.6, 0.7); a tie counts one half.
+    probabilities = [0.9, 0.9, 0.9, 0.9, 0.1, 0.6, 0.6, 0.4, 0.4, 0.5]
+    result = sig.calibration(probabilities)
+    high = next(b for b in result["bins"] if b["low"] <= 0.9 <= b["high"])
+    assert (high["pairs"], high["confidence"], high["accuracy"]) == (5, 0.9, 0.8)
+    mid = next(b for b in result["bins"] if b["low"] <= 0.6 < b["high"])
+    assert (mid["pairs"], mid["accuracy"]) == (4, 0.5) and mid["confidence"] == pytest.approx(0.6)
+    tie = next(b for b in result["bins"] if b["low"] == 0.5)
+    assert (tie["pairs"], tie["accuracy"]) == (1, 0.5)
+    # ECE: 5/10 |0.8 - 0.9| + 4/10 |0.5 - 0.6| + 1/10 |0.5 - 0.5|
+    assert result["ece"] == pytest.approx(0.05 + 0.04)
+    assert result["accuracy"] == pytest.approx((4 + 2 + 0.5) / 10)
+    assert sig.calibration([0.75] * 4)["ece"] == pytest.approx(0.25)  # right always: underconfident
+    with pytest.raises(ValueError, match="at least one"):
+        sig.calibration([])

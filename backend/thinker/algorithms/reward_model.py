@@ -48,6 +48,7 @@ from typing import Literal
 
 from tinker import types
 
+from thinker.algorithms import significance
 from thinker.algorithms.common import (
     RunResult,
     Step,
@@ -403,8 +404,9 @@ async def held_out_metrics(
     pairs: list[PreferencePair],
 ) -> dict[str, float]:
     """A reward model's held-out metrics from its (P(x beats y), log-odds) of each pair's
-    (chosen, rejected): `rm_eval_accuracy` (a tie counts one half), `rm_eval_prob_chosen`
-    and `rm_eval_margin`."""
+    (chosen, rejected): `rm_eval_accuracy` (a tie counts one half), `rm_eval_prob_chosen`,
+    `rm_eval_margin`, and its calibration: `rm_eval_confidence` (the mean of max(p, 1 - p))
+    and `rm_eval_ece` (expected calibration error over five confidence bins)."""
     results = await compare(
         [
             (
@@ -416,8 +418,12 @@ async def held_out_metrics(
         ]
     )
     probs = [p for p, _ in results]
+    calibrated = significance.calibration(probs)
     return {
         "rm_eval_accuracy": statistics.fmean(float(p > 0.5) + 0.5 * (p == 0.5) for p in probs),
         "rm_eval_prob_chosen": statistics.fmean(probs),
         "rm_eval_margin": statistics.fmean(m for _, m in results),
+        # how sure it is against how often it is right (significance.calibration)
+        "rm_eval_confidence": calibrated["confidence"],
+        "rm_eval_ece": calibrated["ece"],
     }

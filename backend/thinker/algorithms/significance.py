@@ -308,3 +308,38 @@ def sign_test_power(n: np.ndarray, win_rate: float, alpha: float = ALPHA) -> np.
     P(X <= k) < alpha / 2."""
     k = stats.binom.ppf(alpha / 2, n, 0.5) - 1
     return np.asarray(stats.binom.cdf(k, n, win_rate) + stats.binom.sf(n - k - 1, n, win_rate))
+
+
+# ---- a judge's calibration ------------------------------------------------------------------
+def calibration(probabilities: Sequence[float], bins: int = 5) -> dict[str, Any]:
+    """How well a pairwise judge's probabilities match how often it is right, on pairs whose
+    first response is the right one (P(first beats second) = p): it predicts the first when
+    p > 1/2, with confidence max(p, 1 - p), and is right then (a tie, p = 1/2, counts one
+    half). The confidences fall in `bins` equal bins over [1/2, 1]; `ece` is the expected
+    calibration error, sum over bins of (share of pairs) x |accuracy - mean confidence|.
+    A calibrated judge right 70% of the time says 0.7."""
+    if not probabilities:
+        raise ValueError("calibration needs at least one judged pair")
+    rows = [(max(p, 1 - p), 1.0 if p > 0.5 else 0.5 if p == 0.5 else 0.0) for p in probabilities]
+    table = []
+    for k in range(bins):
+        low, high = 0.5 + 0.5 * k / bins, 0.5 + 0.5 * (k + 1) / bins
+        inside = [(c, a) for c, a in rows if low <= c < high or (k == bins - 1 and c == high)]
+        if inside:
+            table.append(
+                {
+                    "low": low,
+                    "high": high,
+                    "pairs": len(inside),
+                    "confidence": sum(c for c, _ in inside) / len(inside),
+                    "accuracy": sum(a for _, a in inside) / len(inside),
+                }
+            )
+    n = len(rows)
+    ece = sum(b["pairs"] / n * abs(b["accuracy"] - b["confidence"]) for b in table)
+    return {
+        "ece": ece,
+        "confidence": sum(c for c, _ in rows) / n,
+        "accuracy": sum(a for _, a in rows) / n,
+        "bins": table,
+    }

@@ -320,6 +320,20 @@ const DEFINITIONS: MetricInfo[] = [
     'Mean log-odds in favour of the chosen response, over both orders.',
     '0 at step 0, then growing.',
     (v) => (v.length >= 2 && last(v) < 0 ? 'negative: the judge prefers the rejected answers' : null)),
+  metric('rm_eval_confidence', 'Judge confidence', 'accuracy',
+    'Mean max(P, 1 - P) of the judge on held-out pairs: how sure it is. Compare with its accuracy.',
+    'Close to rm_eval_accuracy: a calibrated judge right 70% of the time says about 0.7.',
+    (v, all) => {
+      const accuracy = all.rm_eval_accuracy ?? []
+      return v.length >= 2 && accuracy.length > 0 && last(v) > last(accuracy) + 0.15
+        ? 'well above its accuracy: the judge is overconfident'
+        : null
+    },
+    'rm_accuracy'),
+  metric('rm_eval_ece', 'Judge calibration error', 'accuracy',
+    'Expected calibration error on held-out pairs: over five confidence bins, the gap between how sure the judge is and how often it is right, weighted by the pairs in each bin.',
+    'Below 0.1.',
+    (v) => (v.length >= 2 && last(v) > 0.2 ? 'above 0.2: its probabilities are not to be read as probabilities' : null)),
   // RLHF verdict
   metric('eval_win_rate_vs_sl', 'Win rate vs SL', 'accuracy',
     'Mean P(RL\'s answer beats SL\'s) on held-out prompts, according to the judge.',
