@@ -1,7 +1,8 @@
 // A first-time user's whole path through the dashboard, against the real server and the tiny
 // model: upload a dataset through the validator, train through the wizard while the chart
 // updates live, evaluate the new model against its base model (A/B, with significance), talk to
-// it, compare two checkpoints, save a preference pair.
+// it, compare two checkpoints, save a preference pair, learn from it (before and after), judge
+// the old model against the new one blind, and deploy the trained model under a name.
 // Each view's screenshot goes to docs/screenshots/.
 import { expect, test, type Page } from '@playwright/test'
 import path from 'node:path'
@@ -15,7 +16,7 @@ const ARITHMETIC = path.join(REPO, 'data', 'examples', 'arithmetic', 'train.json
 const shot = (page: Page, name: string) =>
   page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true })
 
-test('upload, train with the wizard, watch it live, evaluate it, then chat, compare and give feedback', async ({
+test('upload, train with the wizard, watch it live, evaluate it, then chat, compare, give feedback, learn from it and deploy', async ({
   page,
 }) => {
   // First visit: the onboarding tour, which can be skipped.
@@ -133,6 +134,77 @@ test('upload, train with the wizard, watch it live, evaluate it, then chat, comp
   const feedback = stored.data.find((d: { name: string }) => d.name === 'feedback-e2e')
   expect(feedback?.num_rows).toBe(1)
   await dialog.getByRole('button', { name: 'Done' }).click()
+
+  // Learn from this: model A takes a short DPO update on the pair just saved; the new model
+  // answers the same prompt beside the old answer. Five steps keep it short.
+  await page.getByRole('button', { name: '⟳ Learn from this' }).click()
+  const learnDialog = page.getByRole('dialog', { name: 'Learn from feedback' })
+  await expect(learnDialog.getByLabel('Feedback dataset')).toHaveValue(feedback.id)
+  await learnDialog.getByLabel('Steps').fill('5')
+  await learnDialog.getByRole('button', { name: 'Start learning' }).click()
+  const pair = page.getByRole('region', { name: 'Before and after learning' })
+  await expect(pair).toBeVisible({ timeout: 180_000 })
+  await expect(pair.getByTestId('lineage-line')).toContainText('feedback-e2e v1 · 1 row · DPO on your A/B choices · 5 steps')
+  await expect(pair.getByTestId('after-answer')).toContainText(/finished|stopped at max tokens|empty answer/)
+  await shot(page, 'playground-learn')
+
+  // Blind A/B, the old model against the new one: the answers unnamed, one prompt judged, the
+  // names revealed and the tally's verdict computed.
+  await pair.getByRole('button', { name: 'Judge blind: old vs new →' }).click()
+  await expect(page.getByRole('checkbox', { name: 'Blind' })).toBeChecked()
+  await page.getByLabel('Prompt for both models').fill('2+6')
+  await page.getByRole('button', { name: 'Compare' }).click()
+  const tie = page.getByRole('button', { name: 'Tie' })
+  await expect(tie).toBeVisible({ timeout: 60_000 })
+  // Judged as a person would: the answer that says 8 is better; both or neither, a tie.
+  const says8 = [
+    /(^|\D)8(\D|$)/.test(await page.getByTestId('blind-1').innerText()),
+    /(^|\D)8(\D|$)/.test(await page.getByTestId('blind-2').innerText()),
+  ]
+  if (says8[0] !== says8[1]) {
+    await page.getByRole('button', { name: says8[0] ? /Answer 1 is better/ : /Answer 2 is better/ }).click()
+    // A choice is offered to save as a preference pair, as an A/B pick is; not this time.
+    await page.getByRole('dialog', { name: 'Save feedback' }).getByRole('button', { name: 'Cancel' }).click()
+  } else {
+    await tie.click()
+  }
+  await expect(page.getByTestId('reveal')).toContainText('Answer 1 was')
+  const tally = page.getByRole('region', { name: 'Blind tally' })
+  await expect(tally.getByTestId('tally-counts')).toBeVisible()
+  await expect(tally.getByTestId('verdict')).toContainText('n = 1')
+  await shot(page, 'playground-blind')
+
+  // Deployments: the trained model served under a name, its traffic logged, gated on the
+  // held-out set; an app's call through /v1 and its thumbs up, as the page's snippet shows them.
+  await page.goto('/models?view=deployments')
+  await page.getByRole('button', { name: 'New deployment' }).click()
+  const create = page.getByRole('dialog', { name: 'New deployment' })
+  await create.getByLabel('Name', { exact: true }).fill('assistant')
+  await create.getByLabel('Model', { exact: true }).selectOption(last)
+  await create.getByLabel('Log traffic').check()
+  await create.getByLabel('Schedule (cron, UTC)').fill('0 3 * * *')
+  await expect(create.getByTestId('schedule-words')).toHaveText('every day at 03:00 UTC')
+  const gateSet = create.locator('#nd-eval option', { hasText: 'arithmetic-test v1' })
+  await create.getByLabel('Eval set (the gate)').selectOption((await gateSet.getAttribute('value')) as string)
+  await create.getByRole('button', { name: 'Create deployment' }).click()
+  await expect(page).toHaveURL(/\/models\/deployments\/assistant$/)
+  await expect(page.getByTestId('call-snippet')).toContainText('"model": "assistant"')
+  const completion = await (
+    await page.request.post('/v1/chat/completions', { data: { model: 'assistant', messages: [{ role: 'user', content: '3+4' }], max_tokens: 8 } })
+  ).json()
+  const rated = await page.request.post('/api/deployments/assistant/feedback', { data: { completion_id: completion.id, rating: 'up' } })
+  expect(rated.status()).toBe(201)
+  // Fewer new rows than min_feedback: the cycle is skipped, and says so in the history.
+  await page.getByRole('button', { name: 'Run cycle now' }).click()
+  await expect(page.getByTestId('event-skipped')).toContainText('fewer than min_feedback (10)')
+  await shot(page, 'deployment')
+  await page.getByRole('link', { name: '← deployments' }).click()
+  const deployed = page.getByTestId('deployment-assistant')
+  await expect(deployed).toContainText('every day at 03:00 UTC')
+  await expect(deployed).toContainText('1 completion kept')
+  await expect(deployed).toContainText('1 new / 1')
+  await expect(deployed).toContainText('Skipped')
+  await shot(page, 'deployments')
 
   // The other views, for the record.
   await page.goto(`/analytics?runs=${jobId}`)

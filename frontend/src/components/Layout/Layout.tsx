@@ -1,12 +1,14 @@
-// The shell: a sidebar with the five views (and Settings), the server's status, the page.
+// The shell: a sidebar with the five views (and Settings; Models with the count of deployment
+// notices not seen yet), the server's status, the page.
 import { useQuery } from '@tanstack/react-query'
 import { NavLink, Outlet } from 'react-router-dom'
 import { api, unwrap } from '../../api/client'
+import { NoticeBadge } from '../Models/NoticeBadge'
 import { OnboardingTour } from '../Onboarding/OnboardingTour'
 
 const VIEWS = [
   { to: '/training', label: 'Training' },
-  { to: '/models', label: 'Models' },
+  { to: '/models', label: 'Models', Badge: NoticeBadge },
   { to: '/datasets', label: 'Datasets' },
   { to: '/playground', label: 'Playground' },
   { to: '/analytics', label: 'Analytics' },
@@ -38,6 +40,7 @@ export function Layout() {
             }
           >
             {view.label}
+            {view.Badge && <view.Badge />}
           </NavLink>
         ))}
         <div className="mt-auto px-2 text-xs text-neutral-500">

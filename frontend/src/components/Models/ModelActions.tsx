@@ -1,6 +1,6 @@
 // What one can do with a model: sample it, train it further, evaluate it against its base
-// model, download its adapter, export it merged, compare it, delete it. Tinker models answer 409 for the file actions; the message
-// says why.
+// model, deploy it under a name, download its adapter, export it merged, compare it, delete
+// it. Tinker models answer 409 for the file actions; the message says why.
 import { useMutation, useQueryClient } from '@tanstack/react-query'
 import { useState } from 'react'
 import { Link, useNavigate } from 'react-router-dom'
@@ -28,6 +28,10 @@ export function ModelActions({ model }: { model: ModelDetail }) {
         )}
         <Link to={evaluateLink(model)} className="btn-ghost" title="An eval job comparing it with its base model on an eval set, with significance">
           Evaluate
+        </Link>
+        <Link to={`/models?${new URLSearchParams({ view: 'deployments', deploy: model.id })}`} className="btn-ghost"
+          title="Serve it to your apps under a name through /v1, with an opt-in retraining loop">
+          Deploy
         </Link>
         <button type="button" className="btn-ghost" onClick={adapter}>Download adapter</button>
         <button type="button" className="btn-ghost hover:border-bad hover:text-bad" disabled={remove.isPending} onClick={confirmDelete}>Delete</button>

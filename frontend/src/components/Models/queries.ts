@@ -1,8 +1,11 @@
 // Server state for the model library. Lifecycle changes patch the cache at once so the
 // table does not flicker back while the list refetches. The leaderboard of an eval set lives
-// under ['models'] too: a job's state event (an eval job finishing) refreshes it.
+// under ['models'] too: a job's state event (an eval job finishing) refreshes it. Deployments
+// are polled (the server's loop moves their cycles on, with no event): fast while a cycle is in
+// flight, slowly otherwise, for the notice badge.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { api, errorMessage, unwrap, type Schemas } from '../../api/client'
+import type { Deployment, DeploymentCreate, DeploymentSettings } from './deployments'
 
 export type Model = Schemas['ModelPublic']
 export type ModelDetail = Schemas['ModelDetail']
@@ -75,4 +78,89 @@ export function useDatasetNames(): Map<string, string> {
     queryFn: async () => unwrap(await api.GET('/api/datasets', { params: { query: { limit: 1000 } } })),
   })
   return new Map((datasets.data?.data ?? []).map((d) => [d.id, `${d.name} v${d.version}`]))
+}
+
+/** A cycle in flight moves on by the server's loop: poll it closely. */
+export const CYCLE_POLL_MS = 3_000
+/** Otherwise: a scheduled cycle may start (and end) any time; the badge hears of it this late. */
+export const IDLE_POLL_MS = 30_000
+
+const inFlight = (d: Deployment | undefined) => !!d?.cycle
+
+export function useDeployments() {
+  return useQuery({
+    queryKey: ['deployments'],
+    queryFn: async () => unwrap(await api.GET('/api/deployments')),
+    refetchInterval: (q) => (q.state.data?.some(inFlight) ? CYCLE_POLL_MS : IDLE_POLL_MS),
+  })
+}
+
+export function useDeployment(name: string) {
+  return useQuery({
+    queryKey: ['deployments', name],
+    queryFn: async () => unwrap(await api.GET('/api/deployments/{name}', { params: { path: { name } } })),
+    refetchInterval: (q) => (inFlight(q.state.data) ? CYCLE_POLL_MS : IDLE_POLL_MS),
+  })
+}
+
+/** A deployment as an action answered it: cached at once, the list refetched. */
+function useSaveDeployment() {
+  const client = useQueryClient()
+  return (d: Deployment) => {
+    client.setQueryData(['deployments', d.name], d)
+    void client.invalidateQueries({ queryKey: ['deployments'], exact: true })
+  }
+}
+
+export function useCreateDeployment() {
+  const save = useSaveDeployment()
+  return useMutation({
+    mutationFn: async (body: DeploymentCreate) => unwrap(await api.POST('/api/deployments', { body })),
+    onSuccess: save,
+  })
+}
+
+export function useUpdateDeployment(name: string) {
+  const save = useSaveDeployment()
+  return useMutation({
+    // Only the settings given change; the generated type calls every one required.
+    mutationFn: async (body: Partial<DeploymentSettings>) =>
+      unwrap(await api.PATCH('/api/deployments/{name}', { params: { path: { name } }, body: body as DeploymentSettings })),
+    onSuccess: save,
+  })
+}
+
+/** Run a cycle now, or put a model through the promotion gate. */
+export function useDeploymentAction(name: string) {
+  const save = useSaveDeployment()
+  const client = useQueryClient()
+  return useMutation({
+    mutationFn: async (action: { type: 'cycle' } | { type: 'promote'; modelId: string }) => {
+      const path = { params: { path: { name } } }
+      return unwrap(
+        action.type === 'cycle'
+          ? await api.POST('/api/deployments/{name}/cycle', path)
+          : await api.POST('/api/deployments/{name}/promote', { ...path, body: { model_id: action.modelId } }),
+      )
+    },
+    onSuccess: (d) => {
+      save(d)
+      // A cycle makes a dataset version and jobs.
+      void client.invalidateQueries({ queryKey: ['jobs'] })
+    },
+  })
+}
+
+export function useDeleteDeployment(name: string) {
+  const client = useQueryClient()
+  return useMutation({
+    mutationFn: async () => {
+      const { error, response } = await api.DELETE('/api/deployments/{name}', { params: { path: { name } } })
+      if (!response.ok) throw new Error(errorMessage(error ?? `HTTP ${response.status}`))
+    },
+    onSuccess: () => {
+      client.removeQueries({ queryKey: ['deployments', name] })
+      void client.invalidateQueries({ queryKey: ['deployments'], exact: true })
+    },
+  })
 }
