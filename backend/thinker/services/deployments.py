@@ -291,8 +291,8 @@ class Deployments:
             self._record(
                 deployment,
                 "skipped",
-                f"{len(rows)} new feedback rows, fewer than min_feedback "
-                f"({deployment.min_feedback})",
+                f"{len(rows)} new feedback row{'' if len(rows) == 1 else 's'} to train on, "
+                f"fewer than min_feedback ({deployment.min_feedback})",
             )
             return
         if model is None:
@@ -315,7 +315,13 @@ class Deployments:
             "rows": len(rows),
             "learn_job_id": job.id,
         }
-        self._record(deployment, "learning", f"{len(rows)} {kind} rows, job {job.id}")
+        self._record(
+            deployment,
+            "learning",
+            f"{len(rows)} {kind} rows, job {job.id}",
+            learn_job_id=job.id,
+            dataset_id=dataset.id,
+        )
 
     async def _feedback_dataset(
         self,
@@ -418,9 +424,8 @@ class Deployments:
             "candidate": candidate,
             "eval_job_id": job.id,
         }
-        self._record(
-            deployment, "gating", f"{candidate} against {deployment.model_id}, job {job.id}"
-        )
+        detail = f"{candidate} against {deployment.model_id}, job {job.id}"
+        self._record(deployment, "gating", detail, candidate=candidate, eval_job_id=job.id)
 
     def _record(self, deployment: Deployment, event: str, detail: str, **extra: Any) -> None:
         entry = {"at": self.clock(), "event": event, "detail": detail, **extra}
