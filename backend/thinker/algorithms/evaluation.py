@@ -251,12 +251,12 @@ async def main(
 async def _sampling_client(
     service: ServiceClient, model: EvalModel, backend: str
 ) -> SamplingClient:
-    if _is_weights(model.model, backend):
+    if names_weights(model.model, backend):
         return await service.create_sampling_client(model_path=model.model)
     return await service.create_sampling_client(base_model=model.model)
 
 
-def _is_weights(model: str, backend: str) -> bool:
+def names_weights(model: str, backend: str = "local") -> bool:
     """Whether `model` names sampler weights (tinker://, or a checkpoint directory here)."""
     if checkpoints.is_path(model):
         return True
@@ -267,10 +267,7 @@ def _base_model(model: EvalModel) -> str:
     """The base model whose default renderer `model` answers with."""
     if model.base_model is not None:
         return model.base_model
-    if (
-        not checkpoints.is_path(model.model)
-        and not (Path(model.model) / checkpoints.STATE_FILE).is_file()
-    ):
+    if not names_weights(model.model):
         return model.model  # a base model itself
     if Path(model.model).is_dir():
         base = checkpoints.read_meta(Path(model.model)).get("base_model")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from thinker.algorithms.evaluation import names_weights
 from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
 from thinker.bounds import MAX_STEPS
 from thinker.engine.local import checkpoints
@@ -161,7 +162,7 @@ async def _eval_model(
     session: Any, runs_dir: Path, ref: str, backend: str, where: str
 ) -> tuple[dict[str, Any], StartPoint]:
     if not ref.startswith("mdl_"):
-        if checkpoints.is_path(ref) or (Path(ref) / checkpoints.STATE_FILE).is_file():
+        if names_weights(ref):
             return {"model": ref}, StartPoint(ref, _tinker_facts(ref))  # sampler weights
         try:
             point = await resolve_start(session, runs_dir, ref, backend)

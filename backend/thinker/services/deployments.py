@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 TRAFFIC = "traffic.jsonl"
 FEEDBACK = "feedback.jsonl"
 DAY_S = 86_400.0
+PURGE_EVERY_S = 600.0  # retention is in days: the files are read for it every 10 minutes
 ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -114,6 +115,7 @@ class Deployments:
         self.datasets = datasets
         self.clock: Callable[[], float] = time.time  # the loop's time (tests move it)
         self._lock = asyncio.Lock()  # one cycle step at a time: the loop's, or a request's
+        self._purged: dict[str, float] = {}  # by deployment: when its files were last purged
 
     def directory(self, name: str) -> Path:
         return self.root / name
@@ -121,6 +123,17 @@ class Deployments:
     def forget(self, name: str) -> None:
         """Delete a deployment's logged traffic and feedback."""
         shutil.rmtree(self.directory(name), ignore_errors=True)
+        self._purged.pop(name, None)
+
+    def counts(self, name: str) -> tuple[int, int]:
+        """Logged completions and feedback lines kept (lines counted, not parsed)."""
+        found = []
+        for file in (TRAFFIC, FEEDBACK):
+            try:
+                found.append((self.directory(name) / file).read_bytes().count(b"\n"))
+            except FileNotFoundError:
+                found.append(0)
+        return found[0], found[1]
 
     async def serving(self, name: str) -> Deployment | None:
         """The deployment of that name, if /v1's `model` names one."""
@@ -240,8 +253,10 @@ class Deployments:
                 deployment = await session.get(Deployment, name)
                 if deployment is None:
                     continue
-                if await asyncio.to_thread(self.purge, deployment):
-                    await session.commit()
+                if self.clock() - self._purged.get(name, -PURGE_EVERY_S) >= PURGE_EVERY_S:
+                    self._purged[name] = self.clock()
+                    if await asyncio.to_thread(self.purge, deployment):
+                        await session.commit()
                 if deployment.cycle is not None:
                     await self._advance(session, deployment)
                 elif deployment.schedule and self.clock() >= (deployment.next_cycle_at or 0):

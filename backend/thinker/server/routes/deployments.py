@@ -11,7 +11,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field
 from sqlalchemy import select
 
 from thinker.errors import ConfigError, ConflictError
-from thinker.files import read_jsonl
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.services import deployments as service
 from thinker.store import Dataset, Deployment, Model
@@ -125,13 +124,7 @@ class PromoteRequest(BaseModel):
 
 
 async def _public(platform: PlatformDep, d: Deployment) -> DeploymentPublic:
-    def counts() -> tuple[int, int]:
-        directory = platform.deployments.directory(d.name)
-        return tuple(  # type: ignore[return-value]
-            len(read_jsonl(directory / f)) for f in (service.TRAFFIC, service.FEEDBACK)
-        )
-
-    return DeploymentPublic.of(d, await asyncio.to_thread(counts))
+    return DeploymentPublic.of(d, await asyncio.to_thread(platform.deployments.counts, d.name))
 
 
 async def _check(session: SessionDep, model_id: str | None, eval_dataset_id: str | None) -> None:
