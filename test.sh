@@ -17,15 +17,16 @@ fi
 if [ "$#" -eq 0 ]; then
   # The whole suite: the tinker-cookbook's recipes against `thinker serve` run beside pytest
   # (their own virtual environment, mostly installing and waiting on the server), and so do
-  # the type check and the dashboard's tests (a few minutes of work that need not wait for
-  # pytest's; their output is shown after it). They run at the lowest priority: the job
-  # workers the tests start run at nice +10, and at an equal share the checks starved them
-  # (a 27-s test took 227 s on 2 cores).
+  # the type check and the dashboard's install, build and lint (minutes of work that need not
+  # wait for pytest's; their output is shown after it). They run at the lowest priority: the
+  # job workers the tests start run at nice +10, and at an equal share the checks starved them
+  # (a 27-s test took 227 s on 2 cores). The dashboard's Vitest and Playwright tests have
+  # fixed timeouts of their own and run after pytest.
   cookbook_log="$(mktemp)"
   python tests/cookbook/run_recipes.py >"$cookbook_log" 2>&1 &
   cookbook_pid=$!
   checks_log="$(mktemp)"
-  nice -n 19 bash -c 'scripts/typecheck.sh && scripts/test_frontend.sh' >"$checks_log" 2>&1 &
+  nice -n 19 bash -c 'scripts/typecheck.sh && scripts/test_frontend.sh --build' >"$checks_log" 2>&1 &
   checks_pid=$!
   trap 'kill "$cookbook_pid" "$checks_pid" 2>/dev/null || true' EXIT
 fi
@@ -46,7 +47,13 @@ if [ "$#" -eq 0 ]; then  # the whole suite: the type check and the dashboard's t
     cat "$checks_log"
     exit 1
   fi
-  tail -n 40 "$checks_log"
+  tail -n 8 "$checks_log"
+  frontend_log="$(mktemp)"
+  if ! scripts/test_frontend.sh --tests >"$frontend_log" 2>&1; then
+    cat "$frontend_log"
+    exit 1
+  fi
+  tail -n 40 "$frontend_log"
   if ! wait "$cookbook_pid"; then
     cat "$cookbook_log"
     exit 1
