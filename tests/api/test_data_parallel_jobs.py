@@ -80,9 +80,14 @@ def test_what_cannot_train_data_parallel_is_refused(tmp_path: Path) -> None:
         assert client.post("/api/jobs", json=body).status_code == 422  # 8 at most
 
 
-def test_a_two_process_rl_job_shares_out_its_groups(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sharding", ["auto", "fsdp"])
+def test_a_two_process_rl_job_shares_out_its_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sharding: str
+) -> None:
     """An RL job of gpus: 2: each rank samples half of a step's groups and gets the others'
-    (data_parallel.SampleSharing), so every step's rollouts hold every group, written once."""
+    (data_parallel.SampleSharing), so every step's rollouts hold every group, written once.
+    Sharded ("fsdp": each rank holds half of each layer), the ranks sample in lockstep."""
+    monkeypatch.setenv("THINKER_SHARDING", sharding)
     settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1)
     config = {"max_steps": 3, "groups_per_batch": 4, "group_size": 2, "max_tokens": 8}
     with TestClient(create_app(settings)) as client:
@@ -98,4 +103,35 @@ def test_a_two_process_rl_job_shares_out_its_groups(tmp_path: Path) -> None:
     for step in (1, 2, 3):
         groups = run.rollout_file(step).read_text().splitlines()
         assert len(groups) == 4  # every group, though each rank sampled two
-    assert "data-parallel: rank 1 of 2" in run.log.read_text()
+    log = run.log.read_text()
+    assert "data-parallel: rank 1 of 2" in log
+    assert ("sharded (FSDP2) over 2 ranks" in log) == (sharding == "fsdp")
+
+
+def test_a_sharded_dpo_job_trains_as_one_process_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DPO on a model sharded over two ranks: the reference's scores (the base, the adapter
+    off) are shared out and computed in lockstep; the losses are those of one process."""
+    monkeypatch.setenv("THINKER_SHARDING", "fsdp")
+    settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1)
+    config = {"max_steps": 3, "batch_size": 4, "eval_every": 0, "save_every": 0, "seed": 5}
+    with TestClient(create_app(settings)) as client:
+        pairs = add_dataset(client, EXAMPLES / "preferences" / "train.jsonl", "preferences")
+        ids = {}
+        for gpus in (2, 1):
+            body = {"algorithm": "dpo", "dataset_id": pairs, "config": config, "gpus": gpus}
+            created = client.post("/api/jobs", json=body)
+            assert created.status_code == 201, created.text
+            ids[gpus] = created.json()["id"]
+        jobs = {g: wait_state(client, i, ("succeeded", "failed")) for g, i in ids.items()}
+    for gpus in (2, 1):
+        assert jobs[gpus]["state"] == "succeeded", jobs[gpus]["log_tail"]
+    runs = {g: RunDir(tmp_path / "data" / "runs" / i) for g, i in ids.items()}
+    losses = {
+        g: [r["dpo_loss"] for r in read_metrics(run.metrics) if "dpo_loss" in r]
+        for g, run in runs.items()
+    }
+    assert len(losses[2]) == 3
+    assert losses[2] == pytest.approx(losses[1], rel=1e-4)
+    assert "sharded (FSDP2) over 2 ranks" in runs[2].log.read_text()

@@ -14,12 +14,11 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from tests.support.data_parallel import STEPS, largest_difference, run
+from tests.support.data_parallel import STEPS, largest_difference, run, sample
 from tests.support.net import free_port
 from tinker import types
 
 import thinker
-from thinker.errors import ConfigError
 
 
 @pytest.mark.slow
@@ -111,29 +110,25 @@ def test_two_ranks_share_out_sampling_calls(tmp_path: Path) -> None:
     assert ranks[0]["tokens"] == ranks[1]["tokens"] == one["tokens"]
 
 
-def _sample_sharded(rank: int, world: int, port: int, work: str) -> None:
-    """What a sharded model refuses: a sampler (RL's rollouts, DPO's reference scores)."""
-    torch.set_num_threads(1)
-    os.environ["THINKER_SHARDING"] = "fsdp"
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
-    )
-    try:
-        service = thinker.ServiceClient(storage_dir=Path(work) / "store", device="cpu")
-        client = service.create_lora_training_client("thinker/tiny", rank=4, seed=3).result()
-        try:
-            client.save_weights_and_get_sampling_client()
-            refused = ""
-        except ConfigError as e:
-            refused = str(e)
-        (Path(work) / f"refused-{rank}.txt").write_text(refused)
-    finally:
-        dist.destroy_process_group()
-
-
-def test_a_sharded_model_refuses_to_sample(tmp_path: Path) -> None:
-    mp.spawn(_sample_sharded, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
-    for rank in (0, 1):
-        refused = (tmp_path / f"refused-{rank}.txt").read_text()
-        assert "sampling and scoring need the whole model on each GPU" in refused
-        assert "sharded over 2 GPUs" in refused
+def test_a_sharded_model_samples_and_scores_as_one_process(tmp_path: Path) -> None:
+    """Two ranks each holding half of every layer (FSDP2) sample, in lockstep, what one
+    process holding the whole model samples: the calls shared out, each rank's taking its own
+    number of passes (the other joining them idle), greedy and seeded alike; the policy's and
+    the base's scores (RL's and DPO's) too; and training goes on after."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    two = sample(tmp_path / "two", 2, sharding="fsdp")
+    one = sample(tmp_path / "one", 1)
+    # 11 calls (5 samples, 3 scores of the policy, 3 of the base): rank 0 ran 0, 2, ... 10.
+    assert two["here"] == 6
+    assert two["tokens"] == one["tokens"]
+    assert [len(s) for r in two["tokens"] for s in r] == [3, 3, 5, 5, 7, 7, 9, 9, 11, 11]
+    for got, want in zip(two["logprobs"], one["logprobs"], strict=True):
+        torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-4, atol=1e-5)
+    for key in ("policy", "base"):
+        for got, want in zip(two[key], one[key], strict=True):
+            assert got[0] is None and want[0] is None
+            torch.testing.assert_close(
+                torch.tensor(got[1:]), torch.tensor(want[1:]), rtol=1e-4, atol=1e-5
+            )
+    assert two["policy"] != two["base"]  # the adapter was on for one and off for the other
+    assert two["after"] == pytest.approx(one["after"], rel=1e-5)

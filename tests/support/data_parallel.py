@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from tests.support.net import free_port
+from tests.support.ports import free_port
 from tinker import types
 
 import thinker
@@ -141,3 +141,68 @@ def run(  # noqa: PLR0913
 def largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     assert a.keys() == b.keys() and a
     return max(float((a[k] - b[k]).abs().max() / b[k].abs().max()) for k in a)
+
+
+def _sample(rank: int, world: int, port: int, work: str, device: str, sharding: str) -> None:
+    """One rank's sampling after a training step: calls of different lengths (so the ranks'
+    shares take different numbers of passes), greedy and seeded, scores of the policy and of
+    the base (DPO's reference, the adapter off), then one more step. Rank 0 saves it all to
+    work/sampled-<world>.pt."""
+    torch.set_num_threads(1)
+    os.environ["THINKER_SHARDING"] = sharding
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+    if world > 1:
+        dist.init_process_group(
+            "nccl" if device == "cuda" else "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world,
+        )
+    try:
+        service = thinker.ServiceClient(storage_dir=Path(work) / "store", device=device)
+        client = service.create_lora_training_client("thinker/tiny", rank=4, seed=3).result()
+        data = batch(0)
+        client.forward_backward(data, "cross_entropy").result()
+        client.optim_step(ADAM).result()
+        sampler = client.save_weights_and_get_sampling_client().result()
+        calls = []
+        for k in range(5):  # 5 calls: rank 0 of 2 runs 3, rank 1 runs 2
+            params = types.SamplingParams(
+                max_tokens=3 + 2 * k, temperature=1.0 if k == 3 else 0.0, stop=[], seed=7 + k
+            )
+            prompt = types.ModelInput.from_ints(list(range(5, 9 + 3 * k)))
+            calls.append(sampler.sample(prompt, 2, params))
+        responses = [c.result() for c in calls]
+        prompts = [d.model_input.to_ints() for d in data[:3]]
+        policy = [sampler.compute_logprobs(types.ModelInput.from_ints(p)) for p in prompts]
+        reference = service.create_sampling_client(base_model="thinker/tiny").result()
+        base = [reference.compute_logprobs(types.ModelInput.from_ints(p)) for p in prompts]
+        after = client.forward_backward(batch(1), "cross_entropy").result()
+        sharing = client._sharing
+        if rank == 0:
+            result = {
+                "tokens": [[list(s.tokens) for s in r.sequences] for r in responses],
+                "logprobs": [[list(s.logprobs or []) for s in r.sequences] for r in responses],
+                "policy": [f.result() for f in policy],
+                "base": [f.result() for f in base],
+                "after": after.metrics["loss:sum"],
+                "here": sharing.sampled_here if sharing is not None else len(calls),
+            }
+            torch.save(result, Path(work) / f"sampled-{world}.pt")
+        else:
+            for f in policy + base:
+                f.result()
+    finally:
+        if world > 1:
+            dist.destroy_process_group()
+
+
+def sample(work: Path, world: int, device: str = "cpu", sharding: str = "off") -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    args = (world, free_port(), str(work), device, sharding)
+    if world == 1:
+        _sample(0, *args)
+    else:
+        mp.spawn(_sample, args=args, nprocs=world, join=True)
+    return torch.load(work / f"sampled-{world}.pt")  # type: ignore[no-any-return]

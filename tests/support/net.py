@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -10,15 +9,12 @@ from contextlib import contextmanager
 
 import uvicorn
 from fastapi import FastAPI
+from tests.support.ports import free_port
 
 from thinker.server.app import create_app
 from thinker.settings import Settings
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["free_port", "serving"]
 
 
 @contextmanager

@@ -19,7 +19,8 @@ on every rank alike, and:
   once and resumes on any number of ranks;
 - shares out its samplers' calls (`SampleSharing`): call k samples on rank k % N only, and the
   first wait for any of them exchanges every pending call's response, so each rank gets every
-  group of an RL step having sampled 1/N of them.
+  group of an RL step having sampled 1/N of them. On a sharded model (sharding.py), whose every
+  forward pass is a collective, the calls run at that exchange, in lockstep (`Lockstep`).
 
 The adapter starts as rank 0's (broadcast), as DDP's does.
 """
@@ -36,7 +37,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from thinker.engine.futures import EngineFuture
+from thinker.engine.futures import EngineFuture, Serial
 from thinker.errors import BackendError
 
 T = TypeVar("T")
@@ -117,6 +118,47 @@ class Group:
         dist.barrier()
 
 
+class Lockstep:
+    """Calls of different lengths on the ranks of a sharded model, run in matching passes.
+
+    Each forward pass of a sharded model gathers every layer from every rank, so the ranks
+    must run the same number of passes; sampling calls stop when their sequences end, and each
+    rank runs other calls. While `begin` .. `drain` is in force, every pass starts with a
+    vote of the ranks (one all-reduce, in a pre-hook on the layers' parent): a rank that
+    runs a pass votes 1. A rank whose calls are done votes 0 in `drain` instead, and while any
+    rank voted 1 it joins that pass with an idle one (one token through every layer); when
+    every rank votes 0 they all leave together. Sharded training passes need none of this (the
+    ranks agree on their count beforehand, training.py), so the vote is off outside sampling.
+    """
+
+    def __init__(
+        self, group: Group, passes: torch.nn.Module, idle_pass: Callable[[], object]
+    ) -> None:
+        """`passes`: the module every pass runs once (the layers' parent); its pre-hook votes
+        before FSDP's own gathers the first layer."""
+        self._group = group
+        self._idle_pass = idle_pass
+        self._voting = False
+        self.idle_passes = 0  # passes this rank joined without work of its own (the last drain)
+        passes.register_forward_pre_hook(self._before_pass, prepend=True)
+
+    def _before_pass(self, module: torch.nn.Module, args: object) -> None:
+        if self._voting:
+            self._group.sum(1.0)
+
+    def begin(self) -> None:
+        """From now on each pass of this rank's calls is voted for (on the model's thread)."""
+        self._voting = True
+
+    def drain(self) -> None:
+        """This rank's calls are done: join the others' passes until every rank's are."""
+        self._voting = False
+        self.idle_passes = 0
+        while self._group.sum(0.0) > 0:
+            self._idle_pass()
+            self.idle_passes += 1
+
+
 class SampleSharing:
     """The sampling calls of one data-parallel run's samplers, shared out over the ranks.
 
@@ -126,24 +168,41 @@ class SampleSharing:
     far, in one all-gather over a gloo group of its own (apart from the training's
     collectives, which run on another thread); all ranks wait at that same point. A call that
     failed on its rank fails on every rank, with that rank's error.
+
+    With `lockstep` (a sharded model), a rank's calls start at the exchange rather than when
+    made, on `executor` (the model's thread) between `lockstep.begin` and `drain`: all ranks
+    are there together, and their calls' passes match.
     """
 
-    def __init__(self, group: Group) -> None:
+    def __init__(
+        self, group: Group, lockstep: Lockstep | None = None, executor: Serial | None = None
+    ) -> None:
+        assert (lockstep is None) == (executor is None), "a lockstep runs on an executor"
         self._group = group
+        self._lockstep, self._executor = lockstep, executor
         self._objects = dist.new_group(backend="gloo")  # collective: every rank makes one
         self._lock = threading.Lock()
         self._calls = 0
-        self._pending: list[tuple[int, EngineFuture[Any] | None, Future[Any]]] = []
+        self._pending: list[tuple[int, Callable[[], EngineFuture[Any]] | None, Future[Any]]] = []
         self.sampled_here = 0  # calls this rank sampled (the others came from its peers)
 
+    @property
+    def deferred(self) -> bool:
+        """Whether a rank's calls start at the exchange (in lockstep), not when made."""
+        return self._lockstep is not None
+
     def submit(self, sample: Callable[[], EngineFuture[T]]) -> EngineFuture[T]:
-        """Call k: `sample()` here if this rank owns it; either way, a future of its response."""
+        """Call k: `sample()` here if this rank owns it (now, or at the exchange in lockstep);
+        either way, a future of its response."""
         with self._lock:
             k = self._calls
             self._calls += 1
-        own = None
+        own: Callable[[], EngineFuture[Any]] | None = None
         if k % self._group.world == self._group.rank:
-            own = sample()
+            own = sample
+            if self._lockstep is None:
+                started = sample()
+                own = lambda: started  # noqa: E731
             self.sampled_here += 1
         target: Future[T] = Future()
         with self._lock:
@@ -156,12 +215,31 @@ class SampleSharing:
             pending, self._pending = self._pending, []
         if not pending:
             return
-        mine: dict[int, tuple[bool, Any]] = {}
-        for k, own, _ in pending:
-            if own is None:
-                continue
+        owned = [(k, own) for k, own, _ in pending if own is not None]
+        if self._lockstep is not None and self._executor is not None:
+            # The model's thread waits at a gate while this rank's calls are queued, so they
+            # run as one batch (not as many as the timing would make); the drain, queued
+            # after them, runs when they are done.
+            gate = threading.Event()
+            lockstep = self._lockstep
+
+            def open_at_gate() -> None:
+                lockstep.begin()
+                gate.wait()
+
+            opened = self._executor.submit(open_at_gate)
             try:
-                mine[k] = (True, own.result())
+                started = [(k, _start(own)) for k, own in owned]
+            finally:
+                gate.set()
+            opened.result()
+            self._executor.submit(lockstep.drain).result()
+        else:
+            started = [(k, _start(own)) for k, own in owned]
+        mine: dict[int, tuple[bool, Any]] = {}
+        for k, future in started:
+            try:
+                mine[k] = (True, future.result())
             except Exception as e:  # noqa: BLE001 - sent to every rank, raised there
                 mine[k] = (False, f"{type(e).__name__}: {e}")
         parts: list[dict[int, tuple[bool, Any]] | None] = [None] * self._group.world
@@ -174,6 +252,16 @@ class SampleSharing:
             else:
                 rank = k % self._group.world
                 target.set_exception(BackendError(f"sampling on rank {rank} failed: {value}"))
+
+
+def _start(call: Callable[[], EngineFuture[T]]) -> EngineFuture[T]:
+    """`call()`, or a future of the error it raised."""
+    try:
+        return call()
+    except Exception as e:  # noqa: BLE001 - the call's own error, for every rank
+        failed: Future[T] = Future()
+        failed.set_exception(e)
+        return EngineFuture(failed)
 
 
 class _Exchanged(EngineFuture[T]):

@@ -534,12 +534,19 @@ class PrefixDecoder:
     """Prefill G prompts once each, then decode all their rows together, one token a step."""
 
     def __init__(
-        self, model: nn.Module, config: Any, graphs: bool, fused: bool | None = None
+        self,
+        model: nn.Module,
+        config: Any,
+        graphs: bool,
+        fused: bool | None = None,
+        merge: bool = True,
     ) -> None:
         """`fused`: run the step as fused_decode's kernels where the model allows (default:
-        on CUDA, unless THINKER_FUSED_DECODE=0; the CPU tests turn it on)."""
+        on CUDA, unless THINKER_FUSED_DECODE=0; the CPU tests turn it on). `merge`: fold the
+        adapter into copies of the weights it adapts where there is room (off for a sharded
+        model, whose layers hold shards of their weights)."""
         self._model, self._config, self._graphs = model, config, graphs
-        self._fused = fused
+        self._fused, self._merge = fused, merge
         self._capture: _Capture | None = None
         self._steps = 0
 
@@ -562,6 +569,8 @@ class PrefixDecoder:
             adapter = "fused"
         elif not adapters_enabled(self._model):
             merged, adapter = None, "off"
+        elif not self._merge:
+            merged, adapter = None, "unmerged"
         elif isinstance(kept, MergedAdapter) and kept.current():
             merged, adapter = kept, "merged"
         else:

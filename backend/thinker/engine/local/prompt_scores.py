@@ -138,7 +138,7 @@ def _target_ids(
     return ids_RK, None
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference_mode: on a sharded model that would taint FSDP's buffers
 def score_prompt(
     model: nn.Module,
     prompt: list[int],

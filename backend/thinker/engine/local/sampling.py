@@ -166,9 +166,15 @@ class LocalSamplingClient:
             return self._sharing.submit(lambda: self._enqueue(call))
         return self._enqueue(call)
 
+    @property
+    def _lockstep(self) -> bool:
+        """Whether calls run in lockstep with the other ranks (a sharded model): each rank's
+        calls start together when the ranks exchange them, never held by a burst."""
+        return self._sharing is not None and self._sharing.deferred
+
     def _enqueue(self, call: _SampleCall) -> EngineFuture[types.SampleResponse]:
         with self._pending_lock:
-            if self._bursts:
+            if self._bursts and not self._lockstep:
                 self._held[0].append(call)
                 return EngineFuture(call.future)
             self._waiting.append(call)
@@ -216,6 +222,11 @@ class LocalSamplingClient:
         order, on the sampling thread. An exception raised by `on_token` stops the decode and
         becomes the future's exception (how a caller whose reader went away cancels).
         """
+        if self._lockstep:
+            raise ConfigError(
+                "a sharded model samples in lockstep with the other ranks: sample, not "
+                "sample_stream"
+            )
         return self._enqueue(
             _SampleCall(
                 prompt.to_ints(),
@@ -283,9 +294,14 @@ class LocalSamplingClient:
                 "prompt_logprobs_last_n must be from 1 to len(prompt) - 1 = "
                 f"{len(tokens) - 1}, got {last_n}"
             )
+        if self._sharing is not None and self._lockstep:  # one rank scores it, all get it
+            return self._sharing.submit(lambda: self._score(tokens, last_n))
+        return self._score(tokens, last_n)
+
+    def _score(self, tokens: list[int], last_n: int | None) -> EngineFuture[list[float | None]]:
         future: Future[list[float | None]] = Future()
         with self._pending_lock:
-            if self._bursts:
+            if self._bursts and not self._lockstep:
                 self._held[1].append((tokens, last_n, future))
                 return EngineFuture(future)
             self._pending.append((tokens, last_n, future))
@@ -381,20 +397,26 @@ class LocalSamplingClient:
                     answer[: len(answer) - last_n] = [None] * (len(answer) - last_n)
                 future.set_result(answer)
 
-    @torch.inference_mode()
+    def _no_grad(self) -> contextlib.AbstractContextManager[Any]:
+        """`torch.inference_mode()`, or `no_grad` on a sharded model: FSDP keeps the buffers
+        it gathers layers into from pass to pass, and training cannot write to one first made
+        in inference mode."""
+        return torch.no_grad() if self._lockstep else torch.inference_mode()
+
     def _batch_logprobs(self, prompts: list[list[int]]) -> list[list[float | None]]:
         scored = [i for i, tokens in enumerate(prompts) if len(tokens) >= 2]
         answers: list[list[float | None]] = [[None] * len(tokens) for tokens in prompts]
         if not scored:
             return answers
         pack = fast.enabled("PACKING", self._device)
-        logprobs = target_logprobs(
-            self._model,
-            [prompts[i][:-1] for i in scored],
-            [torch.tensor(prompts[i][1:]) for i in scored],
-            self._device,
-            pack=pack,
-        )
+        with self._no_grad():
+            logprobs = target_logprobs(
+                self._model,
+                [prompts[i][:-1] for i in scored],
+                [torch.tensor(prompts[i][1:]) for i in scored],
+                self._device,
+                pack=pack,
+            )
         for i, lp in zip(scored, to_host(logprobs), strict=True):
             answers[i] = [None, *lp.tolist()]
         return answers
@@ -426,7 +448,7 @@ class LocalSamplingClient:
                 seen = len(self._waiting)
 
     def _sample_calls(self, calls: list[_SampleCall]) -> None:
-        with torch.inference_mode(), fast.adapter_autocast(self._model), fast.eager():
+        with self._no_grad(), fast.adapter_autocast(self._model), fast.eager():
             if prefix.can_decode(self._model):
                 self._decode_groups(calls)
                 return
@@ -479,8 +501,15 @@ class LocalSamplingClient:
         if not live:
             return
         self._model.eval()
+        # A sharded model's layers gather their weights in each pass: no CUDA graph captures
+        # that, and the fused and merged decodes would read the shards as weights.
+        whole = not self._lockstep
         decoder = prefix.PrefixDecoder(
-            self._model, self._model.config, graphs=fast.enabled("CUDA_GRAPHS", self._device)
+            self._model,
+            self._model.config,
+            graphs=whole and fast.enabled("CUDA_GRAPHS", self._device),
+            fused=None if whole else False,
+            merge=whole,
         )
         longest = max(r.max_tokens for _, r in live)
         logits_BV = decoder.prefill([c.prompt for c, _ in live], [c.n for c, _ in live], longest)
@@ -573,7 +602,7 @@ class LocalSamplingClient:
 
     def _decoder(self) -> EagerDecoder | GraphDecoder:
         self._model.eval()
-        if fast.enabled("CUDA_GRAPHS", self._device):
+        if fast.enabled("CUDA_GRAPHS", self._device) and not self._lockstep:
             return GraphDecoder(self._model, self._cache_arg, self._model.config)
         return EagerDecoder(self._model, self._cache_arg)
 

@@ -22,10 +22,10 @@ shards in place: drawing 70 billion numbers on the host would take minutes.
 
 Every rank must run the same sequence of layer passes, since each gathers from all ranks: the
 training client gives a rank with fewer datums (or none) empty passes (training.py), and the
-ranks agree on the passes' count and gradient checkpointing. Not sharded (yet): compiled layers
-(the layers run eagerly, with the other fast-path kernels), 4-bit bases, more than one adapter
-on a model, and sampling or scoring from the model (RL, DPO's reference), which needs the
-whole model on each device.
+ranks agree on the passes' count and gradient checkpointing. Sampling and scoring (RL, DPO's
+reference) run their passes in lockstep over the ranks (data_parallel.Lockstep), eagerly, the
+adapter unmerged. Not sharded (yet): compiled layers (the layers run eagerly, with the other
+fast-path kernels), 4-bit bases, more than one adapter on a model.
 
 `THINKER_SHARDING` chooses: `auto` (default) shards a data-parallel run's model when its
 weights take more than SHARD_FRACTION of one GPU's memory, `fsdp` always (on the CPU too, over
@@ -134,10 +134,10 @@ def load(  # noqa: PLR0913
     # The decoder (the layers' parent, which forward.py calls) as the root unit that runs them
     # all, its own weights (the embedding, the final norm) left whole: the output layer, run
     # apart from the decoder, may share the embedding's weight.
-    decoder: torch.nn.Module = cast(PreTrainedModel, model.get_base_model()).get_decoder()
+    root = decoder(model)
     inside = {id(p) for layer in layers for p in layer.parameters()}
-    own = {p for p in decoder.parameters() if id(p) not in inside}
-    fully_shard(decoder, mesh=mesh, ignored_params=own)
+    own = {p for p in root.parameters() if id(p) not in inside}
+    fully_shard(root, mesh=mesh, ignored_params=own)
     units = [cast(FSDPModule, layer) for layer in layers]
     for before, after in zip(units, units[1:], strict=False):  # gather the next layer early
         before.set_modules_to_forward_prefetch([after])
@@ -206,6 +206,12 @@ def decoder_layers(model: PreTrainedModel | PeftModel) -> list[torch.nn.Module]:
 
 def is_sharded(model: torch.nn.Module) -> bool:
     return getattr(model, SHARDED_ATTR, None) is not None
+
+
+def decoder(model: PeftModel) -> torch.nn.Module:
+    """The layers' parent (the root FSDP unit), which every forward pass runs."""
+    root: torch.nn.Module = cast(PreTrainedModel, model.get_base_model()).get_decoder()
+    return root
 
 
 def sharded_layer_bytes(model: torch.nn.Module) -> int:

@@ -120,7 +120,12 @@ class LocalTrainingClient:
         if self._group is not None:
             if not self._sharded:  # a sharded model's adapter came from rank 0 already
                 self._group.broadcast(self._params)
-            self._sharing = data_parallel.SampleSharing(self._group)
+                self._sharing = data_parallel.SampleSharing(self._group)
+            else:  # its every pass is a collective: the ranks sample in lockstep
+                lockstep = data_parallel.Lockstep(
+                    self._group, sharding.decoder(model), self._idle_pass
+                )
+                self._sharing = data_parallel.SampleSharing(self._group, lockstep, self._executor)
             rank, world = self._group.rank, self._group.world
             print(
                 f"[thinker] data-parallel: rank {rank} of {world} runs 1/{world} of each "
@@ -263,7 +268,6 @@ class LocalTrainingClient:
         if kind not in ("snapshot", "inflight"):
             raise ConfigError(f"kind must be 'snapshot' or 'inflight', got {kind!r}")
         live = kind == "inflight"
-        self._refuse_sampling_if_sharded()
         if name is None:
             return _as_client(self._executor.submit(lambda: self._snapshot_client(None, live)))
         checkpoints.check_name(name)
@@ -277,7 +281,6 @@ class LocalTrainingClient:
     ) -> ClientFuture[LocalSamplingClient]:
         """A sampler of saved sampler weights of this client's shape, on this client's model
         (no second copy of the base weights); the future also serves as the sampler."""
-        self._refuse_sampling_if_sharded()
         directory = checkpoints.resolve(model_path, self._storage_dir)
         checkpoints.verify(directory)
         meta = checkpoints.read_meta(directory)
@@ -287,6 +290,7 @@ class LocalTrainingClient:
                 f"{self.spec.base_model!r}"
             )
         adapter = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
+        adapter = self._sharded_as_params(adapter)
         return _as_client(EngineFuture.completed(self.shared_sampling_client(model_path, adapter)))
 
     def _snapshot_client(self, model_path: str | None, live: bool = False) -> LocalSamplingClient:
@@ -314,7 +318,6 @@ class LocalTrainingClient:
         self, model_path: str | None, adapter: dict[str, Tensor] | None
     ) -> LocalSamplingClient:
         """A sampler on this client's model: `adapter` weights swapped in, or None for the base."""
-        self._refuse_sampling_if_sharded()
         shared = SharedWeights(
             self._model, self._executor, adapter, adapter_name=self.adapter, owner=self
         )
@@ -325,17 +328,27 @@ class LocalTrainingClient:
             model_path,
             self._placement.device,
             shared,
+            # Whole models: each rank scores and samples what it asks itself. A sharded one's
+            # passes are collectives: its ranks share out the calls, in lockstep.
+            self._sharing if self._sharded else None,
         )
 
-    def _refuse_sampling_if_sharded(self) -> None:
-        if self._sharded:
-            world = self._group.world if self._group is not None else 1
-            raise ConfigError(
-                f"sampling and scoring need the whole model on each GPU, and this one is "
-                f"sharded over {world} GPUs (FSDP2, sharding.py): a sharded job trains with SL "
-                "or a custom loss only; RL and DPO need a model that fits one GPU (or "
-                "THINKER_SHARDING=off where it does)"
-            )
+    def _idle_pass(self) -> None:
+        """A sharded rank's pass without work, beside the others' sampling passes."""
+        with torch.no_grad():
+            self._idle_logprobs()
+
+    def _sharded_as_params(self, state: dict[str, Tensor]) -> dict[str, Tensor]:
+        """A whole adapter's tensors (by their names in the adapter's file) sharded as the
+        parameters they load into are, on a sharded model; as they are on a whole one."""
+        if not self._sharded:
+            return state
+        params = {
+            name.replace(f".{self.adapter}.", "."): p
+            for name, p in self._model.named_parameters()
+            if f".{self.adapter}." in name
+        }
+        return {k: sharding.like(v, params[k]) if k in params else v for k, v in state.items()}
 
     def load_state(
         self, path: str, weights_access_token: str | None = None
@@ -866,13 +879,7 @@ class LocalTrainingClient:
         checkpoints.verify(directory)
         meta = checkpoints.read_meta(directory)
         state = load_file(directory / ADAPTER_FILE, device=str(self._placement.device))
-        if self._sharded:  # each tensor sharded as its parameter is
-            params = {
-                name.replace(f".{self.adapter}.", "."): p
-                for name, p in self._model.named_parameters()
-                if f".{self.adapter}." in name
-            }
-            state = {k: sharding.like(v, params[k]) if k in params else v for k, v in state.items()}
+        state = self._sharded_as_params(state)  # each tensor sharded as its parameter is
         result = set_peft_model_state_dict(self._model, state, adapter_name=self.adapter)
         self._version += 1
         unexpected: list[str] = getattr(result, "unexpected_keys", None) or []
