@@ -34,6 +34,10 @@ Parts:
 - sharded-8b: the Llama-3.1-8B shape's SL step (rank 16, output layer not adapted, 2 x 2,048
   per GPU) on one GPU, on N whole (data parallel) and on N sharded: what sharding costs where
   it is not needed.
+- rl-sharded: the `rl` steps on N GPUs with the model whole and sharded (FSDP2): the sharded
+  ranks sample in lockstep (data_parallel.Lockstep), each decode step gathering every layer.
+- rl-70b: GRPO steps (4 prompts x 4 samples x 32 tokens) of the Llama-3.1-70B shape sharded
+  over N GPUs: RL on a model no one GPU holds.
 - sharded-70b: the Llama-3.1-70B shape (141 GB of bf16 weights: no one GPU holds it) sharded
   over 2 and over N GPUs, 1 x 2,048 tokens per GPU: tokens/s, the shards' memory and the peak
   per GPU, and the model FLOPs utilisation (4 x parameters x tokens/s, LoRA's forward and
@@ -416,14 +420,25 @@ def run_sharded_70b(world: int, per_gpu: int = 1, seq: int = 2048, steps: int = 
 
 
 # ---- RL -------------------------------------------------------------------------------------
-def _grpo_steps(groups: int, n: int, new_tokens: int, prompt_len: int, steps: int) -> dict:
+def _grpo_steps(  # noqa: PLR0913
+    groups: int,
+    n: int,
+    new_tokens: int,
+    prompt_len: int,
+    steps: int,
+    model: str = QWEN,
+    sharding: str = "off",
+) -> dict:
     from tinker import types
 
     from thinker.algorithms import rl
     from thinker.rewards import Completion
 
-    client = _client(QWEN, tempfile.mkdtemp(prefix="thinker-bench-"))
-    prompts = eng.random_rows(QWEN, [prompt_len - 1] * groups, seed=1)
+    os.environ["THINKER_SHARDING"] = sharding
+    began_load = time.perf_counter()
+    client = _client(model, tempfile.mkdtemp(prefix="thinker-bench-"))
+    load_s = time.perf_counter() - began_load
+    prompts = eng.random_rows(model, [prompt_len - 1] * groups, seed=1)
     timings = []
     for step in range(steps + 1):  # the first compiles
         _sync()
@@ -454,11 +469,11 @@ def _grpo_steps(groups: int, n: int, new_tokens: int, prompt_len: int, steps: in
             for r in group:
                 r.reward = sum(t % 2 == 0 for t in r.tokens) / len(r.tokens)
         rl.group_advantages(rollouts)
-        data = [rl._datum(r, "importance_sampling") for g in rollouts for r in g]
+        flat = [r for g in rollouts for r in g]
+        data = [rl._datum(r, "importance_sampling") for r in flat]
         fb = client.forward_backward(data, "importance_sampling")
         client.optim_step(types.AdamParams(learning_rate=1e-5)).result()
-        starts = [len(r.prompt_tokens) - 1 for g in rollouts for r in g]
-        gaps = rl._sampler_learner_gaps(data, fb.result(), starts)
+        gaps, _ = rl._sampler_learner_gaps(flat, fb.result())
         _sync()
         ended = time.perf_counter()
         tokens = sum(len(r.tokens) for g in rollouts for r in g)
@@ -480,6 +495,8 @@ def _grpo_steps(groups: int, n: int, new_tokens: int, prompt_len: int, steps: in
         "sampled_tokens_per_s": timed[0]["sampled_tokens"] / median["sample_s"],
         "steps": timings,
         "peak_gib_per_gpu": _peak_gib(),
+        "load_s": load_s,
+        "sharding": sharding,
     }
 
 
@@ -498,6 +515,32 @@ def run_rl(world: int, groups: int = 8, n: int = 32, new_tokens: int = 256, step
         "sample_speedup": one["sample_s"] / many["sample_s"],
         "train_speedup": one["train_s"] / many["train_s"],
     }
+
+
+def run_rl_sharded(world: int, groups: int = 8, n: int = 32, new_tokens: int = 256) -> dict:
+    """The `rl` steps on N GPUs holding the model whole and on N sharding it (FSDP2): sharded,
+    the ranks sample in lockstep, each decode step gathering every layer."""
+    new_tokens, prompt_len = _scale(new_tokens), _scale(128)
+    args = (groups, n, new_tokens, prompt_len, 2)
+    whole = _spawn(world, _grpo_steps, *args, QWEN, "off")
+    sharded = _spawn(world, _grpo_steps, *args, QWEN, "fsdp")
+    return {
+        "model": QWEN,
+        "groups": groups,
+        "samples_per_group": n,
+        "new_tokens": new_tokens,
+        "world": world,
+        "sides": {"whole": whole, "sharded": sharded},
+        "sharded_over_whole_step": whole["step_s"] / sharded["step_s"],
+    }
+
+
+def run_rl_70b(world: int, groups: int = 4, n: int = 4, new_tokens: int = 32) -> dict:
+    """GRPO steps of the Llama-3.1-70B shape, which no one GPU holds, sharded over N GPUs."""
+    args = (groups, n, _scale(new_tokens), _scale(128), 1, LLAMA70, "fsdp")
+    side = _spawn(world, _grpo_steps, *args)
+    return {"model": LLAMA70, "groups": groups, "samples_per_group": n, "world": world,
+            "new_tokens": _scale(new_tokens), "side": side}  # fmt: skip
 
 
 # ---- the platform ---------------------------------------------------------------------------
@@ -604,6 +647,8 @@ PARTS: dict[str, Callable[[int], dict]] = {
     "correctness-both": run_correctness_both,
     "sharded-8b": run_sharded_8b,
     "sharded-70b": run_sharded_70b,
+    "rl-sharded": run_rl_sharded,
+    "rl-70b": run_rl_70b,
 }
 
 
@@ -656,6 +701,27 @@ def summary(name: str, r: dict) -> str:  # noqa: PLR0911
             f"({r['step_speedup']:.2f}x; sampling {r['sample_speedup']:.2f}x, training "
             f"{r['train_speedup']:.2f}x); sampler-learner gap "
             f"{many['steps'][-1]['sampler_learner_gap']:.1e}"
+        )
+    if name == "rl-sharded":
+        w, s_ = r["sides"]["whole"], r["sides"]["sharded"]
+        return (
+            f"rl-sharded ({r['world']} GPUs, {r['groups']} x {r['samples_per_group']} x "
+            f"{r['new_tokens']}): whole step {w['step_s']:.2f} s (sampling {w['sample_s']:.2f}, "
+            f"training {w['train_s']:.2f}), sharded {s_['step_s']:.2f} s (sampling "
+            f"{s_['sample_s']:.2f}, training {s_['train_s']:.2f}); peak {w['peak_gib_per_gpu']:.1f}"
+            f" / {s_['peak_gib_per_gpu']:.1f} GiB/GPU; sampler-learner gap whole "
+            f"{w['steps'][-1]['sampler_learner_gap']:.1e}, sharded "
+            f"{s_['steps'][-1]['sampler_learner_gap']:.1e}"
+        )
+    if name == "rl-70b":
+        s_ = r["side"]
+        return (
+            f"rl-70b ({r['world']} GPUs sharded, {r['groups']} x {r['samples_per_group']} x "
+            f"{r['new_tokens']}): step {s_['step_s']:.1f} s (sampling {s_['sample_s']:.1f}, "
+            f"training {s_['train_s']:.1f}), loaded in {s_['load_s']:.0f} s, peak "
+            f"{s_['peak_gib_per_gpu']:.1f} GiB/GPU, sampler-learner gap "
+            f"{s_['steps'][-1]['sampler_learner_gap']:.1e} "
+            f"(|gap| {s_['steps'][-1]['sampler_learner_gap_abs']:.1e})"
         )
     if name == "sharded-8b":
         b = str(r["per_gpu_batch"] * r["world"])
