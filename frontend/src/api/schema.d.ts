@@ -1452,6 +1452,34 @@ export interface components {
             wins: number;
         };
         /**
+         * Comparison
+         * @description B against A on the same prompts (significance.compare).
+         */
+        Comparison: {
+            /** A */
+            a: string;
+            /** B */
+            b: string;
+            /** Interval */
+            interval: number[];
+            /** Losses */
+            losses: number;
+            /** N */
+            n: number;
+            /** P Value */
+            p_value: number;
+            /** Significant */
+            significant: boolean;
+            /** Ties */
+            ties: number;
+            /** Verdict */
+            verdict: string;
+            /** Win Rate */
+            win_rate: number;
+            /** Wins */
+            wins: number;
+        };
+        /**
          * DPOJobConfig
          * @description The settings of a DPO job; each left out takes its default or the server's proposal.
          */
@@ -2400,6 +2428,44 @@ export interface components {
             name?: string | null;
         };
         /**
+         * EvalModelFigures
+         * @description One model of an eval job: its mean score with the bootstrap 95% interval, its NLL.
+         */
+        EvalModelFigures: {
+            /** Id */
+            id?: string | null;
+            /** Model */
+            model: string;
+            /** Name */
+            name: string;
+            /** Nll Mean */
+            nll_mean?: number | null;
+            /** Prompts */
+            prompts: number;
+            /** Score Interval */
+            score_interval?: number[] | null;
+            /** Score Mean */
+            score_mean?: number | null;
+            /** Terminated Rate */
+            terminated_rate?: number | null;
+        };
+        /**
+         * EvalRow
+         * @description One prompt: its text, its reference, every model's answers and scores.
+         */
+        EvalRow: {
+            /** Answers */
+            answers: components["schemas"]["ModelAnswers"][];
+            /** Disagree */
+            disagree: boolean;
+            /** Index */
+            index: number;
+            /** Prompt */
+            prompt: string;
+            /** Reference */
+            reference?: string | null;
+        };
+        /**
          * EvalScorer
          * @description How an answer is scored: a reward function (exact_match, regex, code, python, as RL's
          *     rewards score), or `nll`: minus the mean negative log-likelihood per token of the row's
@@ -2437,16 +2503,53 @@ export interface components {
              */
             type: "exact_match" | "regex" | "code" | "python" | "nll";
         };
+        /**
+         * EvalSummary
+         * @description An eval job's evaluation.json: every model, every pair, the leaderboard.
+         */
+        EvalSummary: {
+            /** Alpha */
+            alpha: number;
+            /** Comparisons */
+            comparisons: components["schemas"]["Comparison"][];
+            /** Dataset */
+            dataset: string;
+            /** Leaderboard */
+            leaderboard: components["schemas"]["Rating"][];
+            /** Models */
+            models: components["schemas"]["EvalModelFigures"][];
+            /** Prompts */
+            prompts: number;
+            /** Samples */
+            samples: number;
+            /** Scorer */
+            scorer: string;
+            /** Temperature */
+            temperature: number;
+        };
+        /**
+         * EvaluatedModel
+         * @description A model some eval job on the dataset evaluated (its latest name and score).
+         */
+        EvaluatedModel: {
+            /** Id */
+            id?: string | null;
+            /** Job Id */
+            job_id: string;
+            /** Key */
+            key: string;
+            /** Model */
+            model: string;
+            /** Name */
+            name: string;
+            /** Score Mean */
+            score_mean?: number | null;
+        };
         /** EvaluationPublic */
         EvaluationPublic: {
             /** Data */
-            data: {
-                [key: string]: unknown;
-            }[];
-            /** Summary */
-            summary: {
-                [key: string]: unknown;
-            } | null;
+            data: components["schemas"]["EvalRow"][];
+            summary: components["schemas"]["EvalSummary"] | null;
             /** Total */
             total: number;
         };
@@ -2678,15 +2781,11 @@ export interface components {
             /** Jobs */
             jobs: string[];
             /** Leaderboard */
-            leaderboard: {
-                [key: string]: unknown;
-            }[];
+            leaderboard: components["schemas"]["RankedModel"][];
             /** Scorer */
             scorer: string;
             /** Unranked */
-            unranked: {
-                [key: string]: unknown;
-            }[];
+            unranked: components["schemas"]["EvaluatedModel"][];
         };
         /**
          * LearnRequest
@@ -2754,6 +2853,29 @@ export interface components {
             }[];
             /** Next Offset */
             next_offset: number | null;
+        };
+        /**
+         * ModelAnswers
+         * @description One model's part of one prompt's row.
+         */
+        ModelAnswers: {
+            /** Answers */
+            answers?: string[] | null;
+            /** Model */
+            model: string;
+            /** Nll */
+            nll?: number | null;
+            /**
+             * Nll Tokens
+             * @default 0
+             */
+            nll_tokens: number;
+            /** Score */
+            score?: number | null;
+            /** Scores */
+            scores?: (number | null)[] | null;
+            /** Terminated */
+            terminated?: boolean[] | null;
         };
         /** ModelDetail */
         ModelDetail: {
@@ -3837,6 +3959,49 @@ export interface components {
              * @description The id of the dataset to train on, of kind problems.
              */
             dataset_id?: string | null;
+        };
+        /** RankedModel */
+        RankedModel: {
+            /** Games */
+            games: number;
+            /** Id */
+            id?: string | null;
+            /** Job Id */
+            job_id: string;
+            /** Key */
+            key: string;
+            /** Model */
+            model: string;
+            /** Name */
+            name: string;
+            /** Rank */
+            rank: number;
+            /** Rating */
+            rating: number;
+            /** Score Mean */
+            score_mean?: number | null;
+            /** Strength */
+            strength: number;
+            /** Wins */
+            wins: number;
+        };
+        /**
+         * Rating
+         * @description A model's place on a Bradley-Terry leaderboard (Elo scale).
+         */
+        Rating: {
+            /** Games */
+            games: number;
+            /** Model */
+            model: string;
+            /** Rank */
+            rank: number;
+            /** Rating */
+            rating: number;
+            /** Strength */
+            strength: number;
+            /** Wins */
+            wins: number;
         };
         /**
          * RewardConfig

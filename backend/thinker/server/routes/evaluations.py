@@ -30,7 +30,9 @@ class CompareRequest(BaseModel):
     seed: StrictInt = Field(0, ge=0, le=2**31 - 1)
 
 
-class CompareResult(BaseModel):
+class Comparison(BaseModel):
+    """B against A on the same prompts (significance.compare)."""
+
     a: str
     b: str
     n: int
@@ -42,9 +44,73 @@ class CompareResult(BaseModel):
     p_value: float  # the sign test's, ties left out
     significant: bool
     verdict: str  # "B is better: 64% win rate [58%, 70%], p = 0.0004, n = 200"
+
+
+class CompareResult(Comparison):
     # Non-tied prompts for 80% power at B's share of the decided prompts seen (half a win and
     # half a loss added); None before any is decided, at one half, or past 100,000.
     needed: int | None
+
+
+# ---- what an eval job wrote (algorithms/evaluation.py), as the API serves it ------------------
+class EvalModelFigures(BaseModel):
+    """One model of an eval job: its mean score with the bootstrap 95% interval, its NLL."""
+
+    name: str  # as the comparisons and the leaderboard name it
+    model: str  # what answered: a base model or sampler weights
+    id: str | None = None  # the library model's, when it was one
+    score_mean: float | None = None  # None: no prompt scored
+    score_interval: Annotated[list[float], Field(min_length=2, max_length=2)] | None = None
+    nll_mean: float | None = None  # mean NLL per token of the references (None: not computed)
+    prompts: int
+    terminated_rate: float | None = None  # answers that ended themselves, not at max_tokens
+
+
+class Rating(BaseModel):
+    """A model's place on a Bradley-Terry leaderboard (Elo scale)."""
+
+    model: str
+    rank: int  # 1: the strongest
+    rating: float  # 1000 at the geometric mean strength
+    strength: float  # Bradley-Terry s_i, geometric mean 1
+    wins: float  # ties counted one half
+    games: int
+
+
+class EvalSummary(BaseModel):
+    """An eval job's evaluation.json: every model, every pair, the leaderboard."""
+
+    dataset: str
+    prompts: int
+    scorer: str
+    samples: int
+    temperature: float
+    alpha: float
+    models: list[EvalModelFigures]  # in the job's order: its base model (A) first
+    comparisons: list[Comparison]  # each pair, the earlier model as A
+    leaderboard: list[Rating]  # strongest first
+
+
+class ModelAnswers(BaseModel):
+    """One model's part of one prompt's row."""
+
+    model: str
+    score: float | None = None
+    nll: float | None = None
+    nll_tokens: float = 0.0
+    answers: list[str] | None = None  # None for scorer nll (nothing generated)
+    terminated: list[bool] | None = None
+    scores: list[float | None] | None = None
+
+
+class EvalRow(BaseModel):
+    """One prompt: its text, its reference, every model's answers and scores."""
+
+    index: int
+    prompt: str
+    reference: str | None = None
+    answers: list[ModelAnswers]
+    disagree: bool  # the models' scores differ
 
 
 @router.post("/compare")

@@ -31,6 +31,7 @@ from thinker.pipeline.config import JOB_ALGORITHMS
 from thinker.runs import CheckpointRecord
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.server.platform import Platform
+from thinker.server.routes.evaluations import EvalRow, EvalSummary
 from thinker.services import evaluations
 from thinker.store import Job
 
@@ -538,9 +539,9 @@ async def download_job_results(job_id: str, platform: PlatformDep) -> FileRespon
 
 
 class EvaluationPublic(BaseModel):
-    summary: dict[str, Any] | None  # evaluation.json once it finished: models, comparisons...
+    summary: EvalSummary | None  # evaluation.json once it finished
     total: int  # the prompts that pass the filter
-    data: list[dict[str, Any]]  # the page: each prompt's reference and every model's answers
+    data: list[EvalRow]  # the page: each prompt's reference and every model's answers
 
 
 @router.get("/{job_id}/evaluation")
@@ -567,7 +568,11 @@ async def read_job_evaluation(  # noqa: PLR0913
     total, rows = await asyncio.to_thread(
         evaluations.samples_page, run, order, model, disagree, offset, limit
     )
-    return EvaluationPublic(summary=found, total=total, data=rows)
+    return EvaluationPublic(
+        summary=None if found is None else EvalSummary.model_validate(found),
+        total=total,
+        data=[EvalRow.model_validate(r) for r in rows],
+    )
 
 
 @router.get(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, UploadFile, status
 from fastapi.responses import FileResponse, StreamingResponse
@@ -125,12 +125,31 @@ async def read_models(
     return ModelsPublic(data=[ModelPublic.of(r) for r in rows], count=count)
 
 
+class EvaluatedModel(BaseModel):
+    """A model some eval job on the dataset evaluated (its latest name and score)."""
+
+    key: str  # the library id, else what answered
+    id: str | None = None  # the library model's
+    name: str
+    model: str  # a base model or sampler weights
+    score_mean: float | None = None  # in the latest job that evaluated it
+    job_id: str  # that job
+
+
+class RankedModel(EvaluatedModel):
+    rank: int  # 1: the strongest, the best for this eval set
+    rating: float  # Elo scale, 1000 at the geometric mean strength
+    strength: float  # Bradley-Terry s_i
+    wins: float  # over every counted pairing, ties counted one half
+    games: int
+
+
 class LeaderboardPublic(BaseModel):
     dataset_id: str
     scorer: str  # what scored the answers of the jobs counted
     jobs: list[str]  # the finished eval jobs on that dataset, newest first
-    leaderboard: list[dict[str, Any]]  # strongest first: id, name, rank, rating, wins, games...
-    unranked: list[dict[str, Any]]  # models evaluated but never compared with another
+    leaderboard: list[RankedModel]  # strongest first
+    unranked: list[EvaluatedModel]  # models evaluated but never compared with another
 
 
 @router.get(
