@@ -104,6 +104,7 @@ def test_the_production_loop_promotes_a_better_model_and_refuses_a_worse(tmp_pat
             json={"completion_id": "chatcmpl-none", "rating": "up"},
         )
         before = client.get("/api/deployments/assistant").json()
+        logged = client.get("/api/deployments/assistant/traffic", params={"limit": 2}).json()
 
         now[0] += 61  # the schedule's next minute
         promoted = _wait(client, "assistant", "promoted", 0)
@@ -131,6 +132,13 @@ def test_the_production_loop_promotes_a_better_model_and_refuses_a_worse(tmp_pat
     print(f"{before['feedback']} feedback lines on 20 answers ({wrong} hedged)")
     assert before["traffic"] == 21 and before["feedback"] == 20 == before["feedback_new"]
     assert unknown.status_code == 404 and "chatcmpl-none" in unknown.text
+    # The listing: newest first, redacted, each with its feedback (the private one has none).
+    assert logged["total"] == 21 and len(logged["data"]) == 2
+    newest, second = logged["data"]
+    assert "[email]" in newest["messages"][0]["content"] and newest["rating"] is None
+    first_rated = json.loads(traffic[19])
+    assert second["id"] == first_rated["id"] and second["rating"] in ("up", "down")
+    assert (second["correction"] is not None) == (second["rating"] == "down")
     assert "ann@example.com" not in "".join(traffic) and "[email]" in traffic[20]
     # the cycle: corrections became preference pairs, a dataset version, a DPO job from served
     print(cycle)

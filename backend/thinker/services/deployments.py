@@ -195,6 +195,22 @@ class Deployments:
         append_jsonl(directory / FEEDBACK, record)
         return record
 
+    def traffic_page(
+        self, deployment: Deployment, offset: int = 0, limit: int = 50
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """The logged completions, newest first: how many, and one page of them, each with
+        its latest feedback (`rating` and `correction`, None where none came)."""
+        directory = self.directory(deployment.name)
+        feedback = {r["id"]: r for r in read_jsonl(directory / FEEDBACK)}  # the latest wins
+        rows = read_jsonl(directory / TRAFFIC)[::-1]
+        page = []
+        for row in rows[offset : offset + limit]:
+            rated = feedback.get(row["id"], {})
+            page.append(
+                {**row, "rating": rated.get("rating"), "correction": rated.get("correction")}
+            )
+        return len(rows), page
+
     def purge(self, deployment: Deployment) -> int:
         """Delete the traffic and feedback lines older than the retention; how many. The
         oldest feedback lines are the ones cycles used first: the count of used lines drops

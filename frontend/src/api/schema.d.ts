@@ -331,6 +331,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/deployments/{name}/traffic": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Traffic
+         * @description The completions logged under the name (a deployment with `log_traffic`), newest first,
+         *     each with the feedback it got: what the next cycle will learn from.
+         */
+        get: operations["read_traffic"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/evaluations/compare": {
         parameters: {
             query?: never;
@@ -2843,6 +2864,28 @@ export interface components {
             /** Lines */
             lines?: number[];
         };
+        /**
+         * LoggedCompletion
+         * @description One completion served under the name, as logged (redacted), with its feedback.
+         */
+        LoggedCompletion: {
+            /** Answer */
+            answer: string;
+            /** At */
+            at: number;
+            /** Correction */
+            correction: string | null;
+            /** Id */
+            id: string;
+            /** Messages */
+            messages: {
+                [key: string]: string;
+            }[];
+            /** Model Id */
+            model_id: string;
+            /** Rating */
+            rating: ("up" | "down") | null;
+        };
         /** MetricsPage */
         MetricsPage: {
             /** Count */
@@ -4590,6 +4633,13 @@ export interface components {
             /** Data */
             data: components["schemas"]["TokenPublic"][];
         };
+        /** TrafficPublic */
+        TrafficPublic: {
+            /** Data */
+            data: components["schemas"]["LoggedCompletion"][];
+            /** Total */
+            total: number;
+        };
         /**
          * TrainOnWhat
          * @enum {string}
@@ -5817,6 +5867,59 @@ export interface operations {
                 };
             };
             /** @description The id in the path (or a model named in the body) names nothing */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    read_traffic: {
+        parameters: {
+            query?: {
+                offset?: number;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TrafficPublic"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such deployment */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Query, status
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 from sqlalchemy import select
 
@@ -219,6 +219,40 @@ async def add_feedback(
         body.rating,
         body.correction,
     )
+
+
+class LoggedCompletion(BaseModel):
+    """One completion served under the name, as logged (redacted), with its feedback."""
+
+    id: str  # the /v1 completion's id, which feedback names
+    at: float  # when, seconds since the epoch
+    model_id: str  # the library model that answered
+    messages: list[dict[str, str]]  # the conversation it was asked
+    answer: str
+    rating: Literal["up", "down"] | None  # the latest feedback on it, if any came
+    correction: str | None
+
+
+class TrafficPublic(BaseModel):
+    total: int  # logged completions within the retention
+    data: list[LoggedCompletion]  # newest first
+
+
+@router.get("/{name}/traffic", responses={404: {"description": "No such deployment"}})
+async def read_traffic(
+    name: str,
+    session: SessionDep,
+    platform: PlatformDep,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> TrafficPublic:
+    """The completions logged under the name (a deployment with `log_traffic`), newest first,
+    each with the feedback it got: what the next cycle will learn from."""
+    deployment = await service.get(session, name)
+    total, rows = await asyncio.to_thread(
+        platform.deployments.traffic_page, deployment, offset, limit
+    )
+    return TrafficPublic(total=total, data=[LoggedCompletion.model_validate(r) for r in rows])
 
 
 @router.post("/{name}/cycle")
