@@ -33,6 +33,12 @@ def test_an_eval_job_finds_the_trained_model_better_than_its_base(tmp_path: Path
         assert wait_state(client, sl.json()["id"], ("succeeded", "failed"))["state"] == "succeeded"
         models = client.get("/api/models", params={"job_id": sl.json()["id"]}).json()["data"]
         trained = max(models, key=lambda m: m["step"])
+        not_a_judge = {"type": "reward_model", "reward_model": trained["id"]}
+        refused = client.post(
+            "/api/jobs",
+            json={"algorithm": "eval", "dataset_id": test, "config": {"scorer": not_a_judge}},
+        )
+        assert refused.status_code == 422 and "is not a reward model" in refused.text
         body = {
             "algorithm": "eval",
             "dataset_id": test,
@@ -97,6 +103,17 @@ def test_what_an_eval_job_cannot_take_is_refused_with_where(tmp_path: Path) -> N
             ({"dataset_id": test, "config": {"models": ["thinker/tiny"]}}, "named twice"),
             ({"dataset_id": test, "config": {"scorer": {"type": "judge"}}}, "config.scorer.type"),
             ({"dataset_id": test, "config": {"samples": 0}}, "config.samples"),
+            (
+                {"dataset_id": test, "config": {"scorer": {"type": "reward_model"}}},
+                "needs `reward_model`",
+            ),
+            (
+                {
+                    "dataset_id": test,
+                    "config": {"scorer": {"type": "reward_model", "reward_model": "mdl_nothere"}},
+                },
+                "config.scorer.reward_model: no model",
+            ),
             ({"dataset_id": test, "base_model": "mdl_gone"}, "base_model: no model"),
             ({"dataset_id": test, "gpus": 2}, "gpus"),
         ]

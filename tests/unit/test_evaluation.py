@@ -8,10 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.support.api import EXAMPLES
 
+import thinker
 from thinker.algorithms import evaluation, significance
 from thinker.algorithms.evaluation_config import EvalConfig
+from thinker.algorithms.reward_model import JudgeReward, train_reward_model
+from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.errors import DatasetError
+from thinker.renderers import renderer_for
+from thinker.runs import RunLogger
 
 
 def _write(path: Path, rows: list[object]) -> Path:
@@ -148,3 +154,58 @@ def test_thinker_compare_prints_the_scores_and_verdict(
     assert "No significant difference between thinker/tiny and b: b's 50% win rate" in printed
     assert main([*argv, "--scorer", "judge", "--out", str(tmp_path / "bad")]) == 2
     assert "--scorer.type: Input should be" in capsys.readouterr().err
+
+
+def test_a_trained_judge_scores_each_answer_against_the_reference(tmp_path: Path) -> None:
+    """Scorer reward_model with a pairwise judge (two SL steps on the shipped preferences):
+    each answer's score is the judge's P(it beats the row's reference), what the judge itself
+    gives for that comparison; the config names the weights, and rows need a reference."""
+    judge_config = RewardModelConfig(
+        dataset=EXAMPLES / "preferences" / "train.jsonl",
+        max_steps=2,
+        batch_size=8,
+        save_every=0,
+        eval_every=0,
+        log_path=tmp_path / "rm",
+    )
+    service = thinker.ServiceClient(storage_dir=tmp_path / "store")
+    trained = asyncio.run(train_reward_model(judge_config, service, RunLogger(tmp_path / "rm")))
+    assert trained.sampler_path is not None
+    rows = [{"prompt": f"{i}+{i}", "completion": str(2 * i)} for i in range(4)]
+    config = EvalConfig(
+        dataset=_write(tmp_path / "set.jsonl", rows),
+        models=["thinker/tiny"],
+        scorer={
+            "type": "reward_model",
+            "reward_model": trained.sampler_path,
+            "reward_model_base": "thinker/tiny",
+        },
+        max_tokens=6,
+        nll=False,
+        log_path=tmp_path / "run",
+        resamples=200,
+    )
+    asyncio.run(evaluation.main(config, service=service))
+    samples = [
+        json.loads(x) for x in (tmp_path / "run" / evaluation.SAMPLES).read_text().splitlines()
+    ]
+    summary = json.loads((tmp_path / "run" / evaluation.SUMMARY).read_text())
+    assert summary["scorer"] == "reward_model"
+    sampler = service.create_sampling_client(model_path=trained.sampler_path).result()
+    renderer = renderer_for(None, "thinker/tiny", sampler.get_tokenizer())
+    judge = JudgeReward(sampler, renderer, judge_config.max_length)
+    for row in samples:
+        (answer,) = row["answers"][0]["answers"]
+        messages = [{"role": "user", "content": row["prompt"]}]
+        ((p, _),) = judge.compare([(messages, answer, row["reference"])])
+        print(f"{row['prompt']!r}: {answer!r} against {row['reference']!r}: {p:.4f}")
+        assert 0.0 <= row["answers"][0]["score"] <= 1.0
+        assert row["answers"][0]["score"] == pytest.approx(p, abs=1e-6)
+    with pytest.raises(ValueError, match="needs `reward_model`"):
+        EvalConfig.model_validate({**config.model_dump(), "scorer": {"type": "reward_model"}})
+    no_reference = _write(
+        tmp_path / "bare.jsonl", [{"messages": [{"role": "user", "content": "hi"}]}]
+    )
+    bare = EvalConfig.model_validate({**config.model_dump(), "dataset": no_reference})
+    with pytest.raises(DatasetError, match="scorer reward_model needs a reference answer"):
+        asyncio.run(evaluation.main(bare, service=service))

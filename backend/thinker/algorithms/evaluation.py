@@ -8,7 +8,9 @@ What it computes:
 - Each model (a base model, or sampler weights on their base model) answers every prompt
   `samples` times at `temperature` (0: greedy), up to its renderer's stop sequences; each
   answer is scored by the scorer (the same reward functions RL uses: exact_match, regex, code
-  in the sandbox, a python function), and the model's score on a prompt is the mean of its
+  in the sandbox, a python function) or by a trained reward model (`reward_model`: a pairwise
+  judge's P(the answer beats the row's reference), an empty answer 0; or a Bradley-Terry
+  model's score of the answer), and the model's score on a prompt is the mean of its
   answers'. With scorer `nll` no answer is generated: the score is minus the model's mean
   NLL per token of the reference answer.
 - With `nll` on, every model's NLL of the reference answers is computed as well (the eval
@@ -42,8 +44,10 @@ from typing import Any
 from tinker import types
 
 from thinker.algorithms import significance
+from thinker.algorithms.bradley_terry import BradleyTerryReward
 from thinker.algorithms.common import RunResult
 from thinker.algorithms.evaluation_config import EvalConfig, EvalModel
+from thinker.algorithms.reward_model import JudgeReward
 from thinker.data.problems import check_problem_row, row_problem
 from thinker.data.validation import RowError, scan_rows
 from thinker.engine import ServiceClient
@@ -207,17 +211,23 @@ async def main(
     (run_dir / ANSWERS_DIR).mkdir(parents=True, exist_ok=True)
     logger = logger or RunLogger(run_dir)
     examples = load_examples(config.dataset, config.max_examples)
-    by_nll = config.scorer.type == "nll"
-    if by_nll and any(e.reference is None for e in examples):
+    scorer = config.scorer
+    by_nll = scorer.type == "nll"
+    against_reference = by_nll or (scorer.type == "reward_model" and scorer.head == "judge")
+    if against_reference and any(e.reference is None for e in examples):
         missing = next(e.index for e in examples if e.reference is None)
         raise DatasetError(
-            f"{config.dataset}: scorer nll needs a reference answer in every row; row "
-            f"{missing + 1} has none"
+            f"{config.dataset}: scorer {scorer.type} needs a reference answer in every row; "
+            f"row {missing + 1} has none"
         )
-    reward = None if by_nll else build_reward(config.scorer)
     if service is None:
         storage = run_dir / "engine"
         service = ServiceClient(backend=config.backend, storage_dir=storage)
+    reward: RewardFn | None = None
+    if scorer.type == "reward_model":
+        reward = await _reward_model(service, config)
+    elif not by_nll:
+        reward = build_reward(scorer)
     logger.log_event("plan", {"total_steps": len(config.models), "start_step": 0})
     print(
         f"[thinker] eval: {len(config.models)} model(s) on {len(examples)} prompts, scored by "
@@ -246,6 +256,43 @@ async def main(
         print(f"[thinker] eval: {comparison['verdict']}", flush=True)
     final = {f"score_mean/{m['name']}": m["score_mean"] for m in summary["models"]}
     return RunResult(steps=len(config.models), final_metrics=_finite(final))
+
+
+class AgainstReference:
+    """A pairwise judge as a scorer: each answer's P(it beats the row's reference answer), an
+    empty answer 0 (the judge's rule: it never saw one)."""
+
+    def __init__(self, judge: JudgeReward) -> None:
+        self.judge = judge
+
+    def __call__(self, problem: Problem, completions: list[Completion]) -> list[float]:
+        assert problem.answer is not None, "checked before any model answered"
+        asked = [(problem.messages, c.text, problem.answer) for c in completions]
+        return [p for p, _ in self.judge.compare(asked)]
+
+
+async def _reward_model(service: ServiceClient, config: EvalConfig) -> RewardFn:
+    """The scorer's reward model, on a sampling client of its weights."""
+    scorer = config.scorer
+    assert scorer.reward_model is not None  # the config checks it
+    weights = EvalModel(model=scorer.reward_model, base_model=scorer.reward_model_base)
+    if not names_weights(weights.model, config.backend):
+        raise ConfigError(
+            f"scorer.reward_model: {weights.model!r} names no reward model's weights (a "
+            "checkpoint directory or tinker:// path)"
+        )
+    try:
+        base = _base_model(weights)
+    except ConfigError:
+        raise ConfigError(
+            f"scorer.reward_model: give `reward_model_base` for {weights.model}: its base model "
+            "is not recorded beside it"
+        ) from None
+    sampler = await _sampling_client(service, weights, config.backend)
+    renderer = renderer_for(None, base, sampler.get_tokenizer())
+    if scorer.head == "bradley_terry":
+        return BradleyTerryReward(sampler, renderer, scorer.max_length)
+    return AgainstReference(JudgeReward(sampler, renderer, scorer.max_length))
 
 
 async def _sampling_client(

@@ -49,10 +49,40 @@ class EvalModel(BaseModel):
 
 class EvalScorer(RewardConfig):
     """How an answer is scored: a reward function (exact_match, regex, code, python, as RL's
-    rewards score), or `nll`: minus the mean negative log-likelihood per token of the row's
-    reference answer under the model (no answer is generated)."""
+    rewards score); `nll`: minus the mean negative log-likelihood per token of the row's
+    reference answer under the model (no answer is generated); or `reward_model`: a trained
+    reward model's verdict (a pairwise judge's P(the answer beats the row's reference), or a
+    Bradley-Terry model's score of the answer)."""
 
-    type: Literal["exact_match", "regex", "code", "python", "nll"] = "exact_match"  # type: ignore[assignment]
+    type: Literal["exact_match", "regex", "code", "python", "nll", "reward_model"] = "exact_match"  # type: ignore[assignment]
+    reward_model: str | None = Field(
+        None,
+        min_length=1,
+        description="reward_model: the reward model's sampler weights (a checkpoint directory "
+        "or tinker:// path); a job may name a library model of an RLHF job's rm stage "
+        "(mdl_...), whose head, base model and max_length the server fills in.",
+    )
+    head: Literal["judge", "bradley_terry"] = Field(
+        "judge",
+        description="reward_model: judge (a pairwise judge, as RLHF trains by default; every "
+        "row needs a reference answer) or bradley_terry (a score per answer).",
+    )
+    reward_model_base: str | None = Field(
+        None,
+        description="reward_model: its base model (whose default renderer it reads with); "
+        "null: recorded beside local weights.",
+    )
+    max_length: StrictInt | None = Field(
+        None, gt=0, description="reward_model: its prompts' token limit (its training's)."
+    )
+
+    @model_validator(mode="after")
+    def _reward_model_named(self) -> EvalScorer:
+        if self.type == "reward_model" and self.reward_model is None:
+            raise ValueError("scorer reward_model needs `reward_model`: the model's weights")
+        if self.type != "reward_model" and self.reward_model is not None:
+            raise ValueError(f"`reward_model` is for scorer reward_model, not {self.type}")
+        return self
 
 
 class EvalConfig(BaseModel):

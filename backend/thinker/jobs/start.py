@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from thinker.algorithms.evaluation import names_weights
+from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
 from thinker.bounds import MAX_STEPS
 from thinker.engine.local import checkpoints
@@ -25,7 +26,7 @@ from thinker.engine.local.hub import ModelFacts, inspect_model
 from thinker.errors import CheckpointError, ConfigError, DamagedError, NotFoundError
 from thinker.jobs.spec import DatasetRef
 from thinker.pipeline.proposal import DataFacts, Proposal, propose
-from thinker.store import Model
+from thinker.store import Job, Model
 
 INSPECT_TIMEOUT_S = 30.0  # a hub that does not answer: refuse rather than hang the request
 
@@ -155,7 +156,43 @@ async def resolve_eval_models(
         resolved.append(model)
         start = start or point
     assert start is not None  # the base model comes first
+    scorer = config.get("scorer")
+    if isinstance(scorer, dict) and str(scorer.get("reward_model", "")).startswith("mdl_"):
+        config = {**config, "scorer": await _reward_model(session, runs_dir, scorer, backend)}
     return start, {**config, "models": resolved}
+
+
+RM_DEFAULTS = RewardModelConfig.model_fields  # what an rlhf job's rm stage trains by default
+
+
+async def _reward_model(
+    session: Any, runs_dir: Path, scorer: dict[str, Any], backend: str
+) -> dict[str, Any]:
+    """An eval scorer naming a library reward model (an RLHF job's rm stage): its weights,
+    and its head, base model and max_length from the job that trained it."""
+    where = "config.scorer.reward_model"
+    model = await _library_model(session, scorer["reward_model"], backend, where, "score")
+    if model.stage != "rm":
+        raise ConfigError(
+            f"{where}: {model.id} is not a reward model (an RLHF job's rm stage trains one)"
+        )
+    path = model.sampler_path
+    if backend == "local":
+        try:
+            path = str(local_checkpoint(runs_dir, model, path))
+        except NotFoundError as e:
+            raise ConfigError(f"{where}: {e}") from None
+    job = await session.get(Job, model.job_id)
+    trained = (job.config or {}).get("rm", {}) if job is not None else {}
+    return {
+        **scorer,
+        "reward_model": path,
+        "reward_model_base": model.base_model,
+        "head": trained.get("head", RM_DEFAULTS["head"].default),
+        "max_length": scorer.get("max_length")
+        or trained.get("max_length")
+        or RM_DEFAULTS["max_length"].default,
+    }
 
 
 async def _eval_model(

@@ -2344,6 +2344,7 @@ export interface components {
              * @default {
              *       "cpu_s": 5,
              *       "format_weight": 0.1,
+             *       "head": "judge",
              *       "memory_mb": 512,
              *       "timeout_s": 10,
              *       "type": "exact_match"
@@ -2489,8 +2490,10 @@ export interface components {
         /**
          * EvalScorer
          * @description How an answer is scored: a reward function (exact_match, regex, code, python, as RL's
-         *     rewards score), or `nll`: minus the mean negative log-likelihood per token of the row's
-         *     reference answer under the model (no answer is generated).
+         *     rewards score); `nll`: minus the mean negative log-likelihood per token of the row's
+         *     reference answer under the model (no answer is generated); or `reward_model`: a trained
+         *     reward model's verdict (a pairwise judge's P(the answer beats the row's reference), or a
+         *     Bradley-Terry model's score of the answer).
          */
         EvalScorer: {
             /**
@@ -2506,12 +2509,34 @@ export interface components {
             /** Function */
             function?: string | null;
             /**
+             * Head
+             * @description reward_model: judge (a pairwise judge, as RLHF trains by default; every row needs a reference answer) or bradley_terry (a score per answer).
+             * @default judge
+             * @enum {string}
+             */
+            head: "judge" | "bradley_terry";
+            /**
+             * Max Length
+             * @description reward_model: its prompts' token limit (its training's).
+             */
+            max_length?: number | null;
+            /**
              * Memory Mb
              * @default 512
              */
             memory_mb: number;
             /** Pattern */
             pattern?: string | null;
+            /**
+             * Reward Model
+             * @description reward_model: the reward model's sampler weights (a checkpoint directory or tinker:// path); a job may name a library model of an RLHF job's rm stage (mdl_...), whose head, base model and max_length the server fills in.
+             */
+            reward_model?: string | null;
+            /**
+             * Reward Model Base
+             * @description reward_model: its base model (whose default renderer it reads with); null: recorded beside local weights.
+             */
+            reward_model_base?: string | null;
             /**
              * Timeout S
              * @default 10
@@ -2522,7 +2547,7 @@ export interface components {
              * @default exact_match
              * @enum {string}
              */
-            type: "exact_match" | "regex" | "code" | "python" | "nll";
+            type: "exact_match" | "regex" | "code" | "python" | "nll" | "reward_model";
         };
         /**
          * EvalSummary
