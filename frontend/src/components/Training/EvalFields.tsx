@@ -128,14 +128,15 @@ export function EvalModelPicker({
   )
 }
 
-/** The scorer: its type (the server's choices), and the pattern of a regex or the function of
- * a python scorer. */
+/** The scorer: its type (the server's choices), and the pattern of a regex, the function of
+ * a python scorer or the reward model of a reward_model one. */
 export function ScorerFields({
   id,
   types,
   type,
   pattern,
   fn,
+  rewardModel,
   onChange,
 }: {
   id: string
@@ -143,7 +144,8 @@ export function ScorerFields({
   type: string
   pattern: string
   fn: string
-  onChange: (patch: { scorer?: string; scorerPattern?: string; scorerFunction?: string }) => void
+  rewardModel: string
+  onChange: (patch: { scorer?: string; scorerPattern?: string; scorerFunction?: string; scorerRewardModel?: string }) => void
 }) {
   return (
     <div className="flex flex-col gap-3 sm:col-span-2 xl:col-span-3">
@@ -164,6 +166,12 @@ export function ScorerFields({
           <div>
             <label htmlFor={`${id}-function`} className="label">Function</label>
             <input id={`${id}-function`} className="input font-mono" spellCheck={false} placeholder="module:function" value={fn} onChange={(e) => onChange({ scorerFunction: e.target.value })} />
+          </div>
+        )}
+        {type === 'reward_model' && (
+          <div>
+            <label htmlFor={`${id}-reward-model`} className="label">Reward model</label>
+            <input id={`${id}-reward-model`} className="input font-mono" spellCheck={false} placeholder="mdl_… (an RLHF job's rm stage)" value={rewardModel} onChange={(e) => onChange({ scorerRewardModel: e.target.value })} />
           </div>
         )}
       </div>

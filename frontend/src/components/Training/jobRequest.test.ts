@@ -170,6 +170,8 @@ describe('an eval job', () => {
     expect(buildJobRequest({ ...form, scorer: 'regex' }).problems).toEqual(['config.scorer.pattern: a regex scorer needs a pattern'])
     expect(buildJobRequest({ ...form, scorer: 'python', scorerFunction: ' my_rewards:score ' }).body?.config).toMatchObject({ scorer: { type: 'python', function: 'my_rewards:score' } })
     expect(buildJobRequest({ ...form, scorer: 'python', scorerFunction: 'score' }).problems).toEqual(['config.scorer.function: a python scorer needs its function, as "module:function"'])
+    expect(buildJobRequest({ ...form, scorer: 'reward_model', scorerRewardModel: ' mdl_judge ' }).body?.config).toMatchObject({ scorer: { type: 'reward_model', reward_model: 'mdl_judge' } })
+    expect(buildJobRequest({ ...form, scorer: 'reward_model' }).problems).toEqual(["config.scorer.reward_model: a reward_model scorer needs its reward model (mdl_… of an RLHF job's rm stage)"])
     // the pattern of a scorer that is not regex is not sent
     expect(buildJobRequest({ ...form, scorer: 'nll', scorerPattern: 'x' }).body?.config).toMatchObject({ scorer: { type: 'nll' } })
     // the JSON editor's scorer keys are merged into the form's
@@ -185,7 +187,7 @@ describe('an eval job', () => {
   })
 
   test('the scorers and the most models come from the server\'s schema', () => {
-    expect(scorerTypes()).toEqual(['exact_match', 'regex', 'code', 'python', 'nll'])
+    expect(scorerTypes()).toEqual(['exact_match', 'regex', 'code', 'python', 'nll', 'reward_model'])
     expect(maxEvalModels()).toBe(7)
   })
 

@@ -30,10 +30,12 @@ export interface FormState {
   gpus: string
   /** eval: the models compared with the baseline (library ids or base models), in order. */
   evalModels: string[]
-  /** eval: the scorer's type, and its pattern (regex) or its function (python). */
+  /** eval: the scorer's type, and its pattern (regex), its function (python) or its reward
+   * model (reward_model: a library model of an RLHF job's rm stage, or weights). */
   scorer: string
   scorerPattern: string
   scorerFunction: string
+  scorerRewardModel: string
 }
 
 /** An eval job's scorers, from the server's schema (EvalScorer.type). */
@@ -90,6 +92,7 @@ export function initialForm(algorithm: Algorithm = 'sl'): FormState {
     scorer: 'exact_match',
     scorerPattern: '',
     scorerFunction: '',
+    scorerRewardModel: '',
   }
 }
 
@@ -192,6 +195,10 @@ function evalSection(f: FormState, problems: string[]): Json {
   if (f.scorer === 'python') {
     if (/^[\w.]+:\w+$/.test(f.scorerFunction.trim())) scorer.function = f.scorerFunction.trim()
     else problems.push('config.scorer.function: a python scorer needs its function, as "module:function"')
+  }
+  if (f.scorer === 'reward_model') {
+    if (f.scorerRewardModel.trim()) scorer.reward_model = f.scorerRewardModel.trim()
+    else problems.push('config.scorer.reward_model: a reward_model scorer needs its reward model (mdl_… of an RLHF job\'s rm stage)')
   }
   return { models: f.evalModels, scorer }
 }
@@ -320,10 +327,11 @@ function evalFromConfig(config: Json, form: FormState): Json {
   }
   const extra = splitSection(rest, PARAMS.eval, '', form.params)
   if (isObject(scorer)) {
-    const { type, pattern, function: fn, ...other } = scorer
+    const { type, pattern, function: fn, reward_model: rm, ...other } = scorer
     if (typeof type === 'string') form.scorer = type
     form.scorerPattern = typeof pattern === 'string' ? pattern : ''
     form.scorerFunction = typeof fn === 'string' ? fn : ''
+    form.scorerRewardModel = typeof rm === 'string' ? rm : ''
     if (Object.keys(other).length) extra.scorer = other
   }
   return extra

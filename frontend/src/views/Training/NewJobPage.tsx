@@ -205,6 +205,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
                   type={form.scorer}
                   pattern={form.scorerPattern}
                   fn={form.scorerFunction}
+                  rewardModel={form.scorerRewardModel}
                   onChange={set}
                 />
               )}
