@@ -15,7 +15,7 @@ from pathlib import Path
 from thinker.errors import ConfigError
 from thinker.settings import Settings
 
-SECRET_NAMES = frozenset({"tinker_api_key", "url_signing_key"})
+SECRET_NAMES = frozenset({"tinker_api_key", "judge_api_key", "url_signing_key"})
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from tests.support.api import EXAMPLES, add_dataset, make_settings, wait_state
+from tests.support.judge_server import judge_server
 
 from thinker.algorithms import significance
 from thinker.runs import RunDir
@@ -141,3 +142,31 @@ def test_a_person_s_ab_choices_get_the_same_statistics(tmp_path: Path) -> None:
     assert result["verdict"].startswith("after is better: 78% win rate [")
     assert result["needed"] == significance.required_samples(14.5 / 18)
     assert refused.status_code == 422
+
+
+def test_an_eval_job_asks_an_external_judge_with_the_stored_key(tmp_path: Path) -> None:
+    """The judge key is stored (never returned), the job's worker gets it, and the scripted
+    OpenAI-compatible judge sees it on every request; the key is in none of the run's files."""
+    settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1)
+    with TestClient(create_app(settings)) as client, judge_server() as (url, seen):
+        stored = client.put("/api/settings/judge-key", json={"api_key": "sk-judge-123"})
+        assert stored.status_code == 200 and stored.json() == {"judge_api_key_set": True}
+        shown = client.get("/api/settings").json()
+        assert shown["judge_api_key_set"] is True and "sk-judge-123" not in json.dumps(shown)
+        test = add_dataset(client, TEST, "chat")
+        scorer = {"type": "llm_judge", "judge_url": url, "judge_model": "grader"}
+        body = {
+            "algorithm": "eval",
+            "dataset_id": test,
+            "config": {"scorer": scorer, "max_examples": 3, "max_tokens": 4, "resamples": 200},
+        }
+        created = client.post("/api/jobs", json=body)
+        assert created.status_code == 201, created.text
+        job = wait_state(client, created.json()["id"], ("succeeded", "failed"))
+        assert job["state"] == "succeeded", job["log_tail"]
+        summary = client.get(f"/api/jobs/{job['id']}/evaluation").json()["summary"]
+        assert client.delete("/api/settings/judge-key").json() == {"judge_api_key_set": False}
+    assert seen == ["Bearer sk-judge-123"] * 3
+    assert summary["scorer"] == "llm_judge" and summary["models"][0]["prompts"] == 3
+    files = [p for p in (tmp_path / "data" / "runs" / job["id"]).rglob("*") if p.is_file()]
+    assert files and not any("sk-judge-123" in p.read_text(errors="ignore") for p in files)

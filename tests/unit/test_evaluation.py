@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from tests.support.api import EXAMPLES
+from tests.support.judge_server import judge_server
 
 import thinker
-from thinker.algorithms import evaluation, significance
+from thinker.algorithms import evaluation, llm_judge, significance
 from thinker.algorithms.evaluation_config import EvalConfig
 from thinker.algorithms.reward_model import JudgeReward, train_reward_model
 from thinker.algorithms.reward_model_config import RewardModelConfig
@@ -209,3 +210,50 @@ def test_a_trained_judge_scores_each_answer_against_the_reference(tmp_path: Path
     bare = EvalConfig.model_validate({**config.model_dump(), "dataset": no_reference})
     with pytest.raises(DatasetError, match="scorer reward_model needs a reference answer"):
         asyncio.run(evaluation.main(bare, service=service))
+
+
+def test_a_model_as_judge_grades_each_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scorer llm_judge at an OpenAI-compatible endpoint (scripted: 10 for the reference, 3
+    otherwise, no grade for a riddle): scores are (grade - 1) / 9, an answer without a grade 0
+    (counted in the log), and the stored key goes in the Authorization header. Then a model
+    Thinker serves as the judge (the tiny model, whose replies are rarely grades)."""
+    monkeypatch.setenv(llm_judge.KEY_ENV, "sk-test-judge")
+    rows = [{"prompt": f"{i}+{i}", "completion": str(2 * i)} for i in range(3)]
+    rows.append({"prompt": "a riddle", "completion": "time"})
+    dataset = _write(tmp_path / "set.jsonl", rows)
+    with judge_server() as (url, seen):
+        config = EvalConfig(
+            dataset=dataset,
+            models=["thinker/tiny"],
+            scorer={"type": "llm_judge", "judge_url": url, "judge_model": "grader"},
+            max_tokens=4,
+            nll=False,
+            log_path=tmp_path / "run",
+            resamples=200,
+        )
+        asyncio.run(evaluation.main(config))
+    assert seen == ["Bearer sk-test-judge"] * 4
+    lines = (tmp_path / "run" / evaluation.SAMPLES).read_text().splitlines()
+    scores = [json.loads(line)["answers"][0]["score"] for line in lines]
+    assert scores == pytest.approx([2 / 9, 2 / 9, 2 / 9, 0.0])  # the tiny model never says 0, 2, 4
+    assert "sk-test-judge" not in "".join(
+        p.read_text() for p in (tmp_path / "run").rglob("*.json*")
+    )
+    assert llm_judge.grade("Grade: 10/10") == 1.0 and llm_judge.grade("none") is None
+
+    served = EvalConfig.model_validate(
+        {
+            **config.model_dump(),
+            "scorer": {"type": "llm_judge", "judge_model": "thinker/tiny"},
+            "log_path": tmp_path / "served",
+        }
+    )
+    asyncio.run(evaluation.main(served))
+    lines = (tmp_path / "served" / evaluation.SAMPLES).read_text().splitlines()
+    for line in lines:
+        score = json.loads(line)["answers"][0]["score"]
+        assert score == 0.0 or round(score * 9) == pytest.approx(score * 9)
+    with pytest.raises(ValueError, match="needs `judge_model`"):
+        EvalConfig.model_validate({**config.model_dump(), "scorer": {"type": "llm_judge"}})

@@ -10,9 +10,10 @@ What it computes:
   answer is scored by the scorer (the same reward functions RL uses: exact_match, regex, code
   in the sandbox, a python function) or by a trained reward model (`reward_model`: a pairwise
   judge's P(the answer beats the row's reference), an empty answer 0; or a Bradley-Terry
-  model's score of the answer), and the model's score on a prompt is the mean of its
-  answers'. With scorer `nll` no answer is generated: the score is minus the model's mean
-  NLL per token of the reference answer.
+  model's score of the answer) or by a model as judge (`llm_judge`: a grade from 1 to 10, a
+  model Thinker serves or an OpenAI-compatible endpoint; llm_judge.py), and the model's score
+  on a prompt is the mean of its answers'. With scorer `nll` no answer is generated: the
+  score is minus the model's mean NLL per token of the reference answer.
 - With `nll` on, every model's NLL of the reference answers is computed as well (the eval
   stage's `eval_nll`: rendered as SL trains on the last assistant message, the mean per
   trained token, token-weighted over the set).
@@ -47,6 +48,7 @@ from thinker.algorithms import significance
 from thinker.algorithms.bradley_terry import BradleyTerryReward
 from thinker.algorithms.common import RunResult
 from thinker.algorithms.evaluation_config import EvalConfig, EvalModel
+from thinker.algorithms.llm_judge import ModelJudge, endpoint_judge, served_judge
 from thinker.algorithms.reward_model import JudgeReward
 from thinker.data.problems import check_problem_row, row_problem
 from thinker.data.validation import RowError, scan_rows
@@ -226,6 +228,8 @@ async def main(
     reward: RewardFn | None = None
     if scorer.type == "reward_model":
         reward = await _reward_model(service, config)
+    elif scorer.type == "llm_judge":
+        reward = await _llm_judge(service, config)
     elif not by_nll:
         reward = build_reward(scorer)
     logger.log_event("plan", {"total_steps": len(config.models), "start_step": 0})
@@ -249,6 +253,12 @@ async def main(
             {"score_mean": figures["score_mean"], "nll_mean": figures["nll_mean"]}, step=k + 1
         )
         print(f"[thinker] eval: {model.label}: score {figures['score_mean']:.4f}", flush=True)
+    if isinstance(reward, ModelJudge) and reward.unparsed:
+        print(
+            f"[thinker] eval: the judge gave no grade from 1 to 10 in {reward.unparsed} of "
+            f"{reward.replies} replies (each scored 0)",
+            flush=True,
+        )
     summary = summarize(config, examples, answers)
     write_jsonl_atomically(run_dir / SAMPLES, sample_rows(config, examples, answers))
     write_json_atomically(run_dir / SUMMARY, summary)
@@ -293,6 +303,25 @@ async def _reward_model(service: ServiceClient, config: EvalConfig) -> RewardFn:
     if scorer.head == "bradley_terry":
         return BradleyTerryReward(sampler, renderer, scorer.max_length)
     return AgainstReference(JudgeReward(sampler, renderer, scorer.max_length))
+
+
+async def _llm_judge(service: ServiceClient, config: EvalConfig) -> ModelJudge:
+    """The scorer's judge: an endpoint's model, or a model this run's engine serves."""
+    scorer = config.scorer
+    assert scorer.judge_model is not None  # the config checks it
+    if scorer.judge_url is not None:
+        return ModelJudge(endpoint_judge(scorer.judge_url, scorer.judge_model), scorer.rubric)
+    judge = EvalModel(model=scorer.judge_model, base_model=scorer.judge_base)
+    try:
+        base = _base_model(judge)
+    except ConfigError:
+        raise ConfigError(
+            f"scorer.judge_model: give `judge_base` for {judge.model}: its base model is not "
+            "recorded beside it"
+        ) from None
+    sampler = await _sampling_client(service, judge, config.backend)
+    renderer = renderer_for(None, base, sampler.get_tokenizer())
+    return ModelJudge(served_judge(sampler, renderer), scorer.rubric)
 
 
 async def _sampling_client(

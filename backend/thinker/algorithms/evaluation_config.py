@@ -52,9 +52,12 @@ class EvalScorer(RewardConfig):
     rewards score); `nll`: minus the mean negative log-likelihood per token of the row's
     reference answer under the model (no answer is generated); or `reward_model`: a trained
     reward model's verdict (a pairwise judge's P(the answer beats the row's reference), or a
-    Bradley-Terry model's score of the answer)."""
+    Bradley-Terry model's score of the answer); or `llm_judge`: a language model grades each
+    answer from 1 to 10 (algorithms/llm_judge.py), scored (grade - 1) / 9."""
 
-    type: Literal["exact_match", "regex", "code", "python", "nll", "reward_model"] = "exact_match"  # type: ignore[assignment]
+    type: Literal["exact_match", "regex", "code", "python", "nll", "reward_model", "llm_judge"] = (
+        "exact_match"  # type: ignore[assignment]
+    )
     reward_model: str | None = Field(
         None,
         min_length=1,
@@ -75,6 +78,32 @@ class EvalScorer(RewardConfig):
     max_length: StrictInt | None = Field(
         None, gt=0, description="reward_model: its prompts' token limit (its training's)."
     )
+    judge_model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=300,
+        description="llm_judge: the judge. Without `judge_url`, a model Thinker serves (a base "
+        "model or sampler weights; a job may name a library model mdl_...); with it, the "
+        "endpoint's model name.",
+    )
+    judge_url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        max_length=500,
+        description="llm_judge: an OpenAI-compatible endpoint's base URL (e.g. "
+        "https://api.openai.com/v1); its key is the server's stored judge key. null: a "
+        "model Thinker serves.",
+    )
+    judge_base: str | None = Field(
+        None,
+        description="llm_judge: the base model of judge weights (its default renderer); null: "
+        "recorded beside local weights.",
+    )
+    rubric: str | None = Field(
+        None,
+        max_length=4000,
+        description="llm_judge: what the judge grades for; null: correct and helpful.",
+    )
 
     @model_validator(mode="after")
     def _reward_model_named(self) -> EvalScorer:
@@ -82,6 +111,12 @@ class EvalScorer(RewardConfig):
             raise ValueError("scorer reward_model needs `reward_model`: the model's weights")
         if self.type != "reward_model" and self.reward_model is not None:
             raise ValueError(f"`reward_model` is for scorer reward_model, not {self.type}")
+        if self.type == "llm_judge" and self.judge_model is None:
+            raise ValueError("scorer llm_judge needs `judge_model`: the model that grades")
+        if self.type != "llm_judge" and (self.judge_model or self.judge_url):
+            raise ValueError(
+                f"`judge_model` and `judge_url` are for scorer llm_judge, not {self.type}"
+            )
         return self
 
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from thinker.algorithms.llm_judge import KEY_ENV as JUDGE_KEY_ENV
 from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
 from thinker.errors import ConfigError, ConflictError, NotFoundError
 from thinker.files import is_disk_full, storage_error, write_json_atomically
@@ -908,6 +909,11 @@ class JobManager:
         env = compile_cache_env(self.settings)
         if key:
             env["TINKER_API_KEY"] = key
+        scorer = (job.config or {}).get("scorer") if job.algorithm == "eval" else None
+        if isinstance(scorer, dict) and scorer.get("judge_url"):  # an external judge's key
+            judge_key = read_secret(self.settings, "judge_api_key")
+            if judge_key:
+                env[JUDGE_KEY_ENV] = judge_key
         memory = int(job.memory_gb * 2**30) if job.memory_gb else None
         launch = Launch(
             job.id,

@@ -159,6 +159,15 @@ async def resolve_eval_models(
     scorer = config.get("scorer")
     if isinstance(scorer, dict) and str(scorer.get("reward_model", "")).startswith("mdl_"):
         config = {**config, "scorer": await _reward_model(session, runs_dir, scorer, backend)}
+    if (
+        isinstance(scorer, dict)
+        and not scorer.get("judge_url")
+        and str(scorer.get("judge_model", "")).startswith("mdl_")
+    ):
+        where = "config.scorer.judge_model"
+        judge, _ = await _eval_model(session, runs_dir, scorer["judge_model"], backend, where)
+        scorer = {**scorer, "judge_model": judge["model"], "judge_base": judge["base_model"]}
+        config = {**config, "scorer": scorer}
     return start, {**config, "models": resolved}
 
 

@@ -990,6 +990,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/settings/judge-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Update Judge Key
+         * @description Store the API key of an external OpenAI-compatible judge endpoint (an eval job's
+         *     llm_judge scorer with a `judge_url`) server-side; it is never sent back.
+         */
+        put: operations["update_judge_key"];
+        post?: never;
+        /**
+         * Delete Judge Key
+         * @description Forget the stored judge key; later judge calls then send none.
+         */
+        delete: operations["delete_judge_key"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/settings/tinker-key": {
         parameters: {
             query?: never;
@@ -2493,7 +2518,8 @@ export interface components {
          *     rewards score); `nll`: minus the mean negative log-likelihood per token of the row's
          *     reference answer under the model (no answer is generated); or `reward_model`: a trained
          *     reward model's verdict (a pairwise judge's P(the answer beats the row's reference), or a
-         *     Bradley-Terry model's score of the answer).
+         *     Bradley-Terry model's score of the answer); or `llm_judge`: a language model grades each
+         *     answer from 1 to 10 (algorithms/llm_judge.py), scored (grade - 1) / 9.
          */
         EvalScorer: {
             /**
@@ -2515,6 +2541,21 @@ export interface components {
              * @enum {string}
              */
             head: "judge" | "bradley_terry";
+            /**
+             * Judge Base
+             * @description llm_judge: the base model of judge weights (its default renderer); null: recorded beside local weights.
+             */
+            judge_base?: string | null;
+            /**
+             * Judge Model
+             * @description llm_judge: the judge. Without `judge_url`, a model Thinker serves (a base model or sampler weights; a job may name a library model mdl_...); with it, the endpoint's model name.
+             */
+            judge_model?: string | null;
+            /**
+             * Judge Url
+             * @description llm_judge: an OpenAI-compatible endpoint's base URL (e.g. https://api.openai.com/v1); its key is the server's stored judge key. null: a model Thinker serves.
+             */
+            judge_url?: string | null;
             /**
              * Max Length
              * @description reward_model: its prompts' token limit (its training's).
@@ -2538,6 +2579,11 @@ export interface components {
              */
             reward_model_base?: string | null;
             /**
+             * Rubric
+             * @description llm_judge: what the judge grades for; null: correct and helpful.
+             */
+            rubric?: string | null;
+            /**
              * Timeout S
              * @default 10
              */
@@ -2547,7 +2593,7 @@ export interface components {
              * @default exact_match
              * @enum {string}
              */
-            type: "exact_match" | "regex" | "code" | "python" | "nll" | "reward_model";
+            type: "exact_match" | "regex" | "code" | "python" | "nll" | "reward_model" | "llm_judge";
         };
         /**
          * EvalSummary
@@ -2820,6 +2866,11 @@ export interface components {
             data: components["schemas"]["JobPublic"][];
         };
         JsonValue: unknown;
+        /** JudgeKeyStatus */
+        JudgeKeyStatus: {
+            /** Judge Api Key Set */
+            judge_api_key_set: boolean;
+        };
         /** LeaderboardPublic */
         LeaderboardPublic: {
             /** Dataset Id */
@@ -4511,6 +4562,8 @@ export interface components {
             database: string;
             /** Host */
             host: string;
+            /** Judge Api Key Set */
+            judge_api_key_set: boolean;
             /** Max Cpu Jobs */
             max_cpu_jobs: number;
             /** Max Remote Jobs */
@@ -7849,6 +7902,97 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SettingsPublic"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_judge_key: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TinkerKeyUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JudgeKeyStatus"];
+                };
+            };
+            /** @description A body that cannot be parsed; under /v1, any invalid request (OpenAI's status) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The disk is full: the old key is kept */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_judge_key: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JudgeKeyStatus"];
                 };
             };
             /** @description Missing, malformed, unknown or revoked API token (when auth is on) */

@@ -1,4 +1,5 @@
-"""/api/settings: what the server runs with, and the Tinker API key (stored, never returned)."""
+"""/api/settings: what the server runs with, and the API keys it stores (never returned): the
+Tinker key, and the key of an external model-as-judge endpoint (eval jobs' llm_judge scorer)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from thinker.server.deps import PlatformDep
 router = APIRouter(prefix="/settings", tags=["settings"])
 
 TINKER_KEY = "tinker_api_key"
+JUDGE_KEY = "judge_api_key"
 MAX_KEY_CHARS = 512
 
 
@@ -22,6 +24,7 @@ class SettingsPublic(BaseModel):
     """The server's settings as a client may see them: no secret, only whether one is set."""
 
     tinker_api_key_set: bool
+    judge_api_key_set: bool  # the external judge endpoint's key (llm_judge scorer)
     auth_required: bool
     host: str
     port: int
@@ -40,7 +43,7 @@ class TinkerKeyUpdate(BaseModel):
     api_key: SecretStr  # checked by check_tinker_key, not here: see there
 
 
-def check_tinker_key(key: SecretStr) -> None:
+def check_tinker_key(key: SecretStr, what: str = "Tinker API key") -> None:
     """Refuse an implausible key with a message that names the rule broken, never the key.
 
     Checked here rather than by a pydantic validator: a validator's error carries the raw
@@ -55,7 +58,7 @@ def check_tinker_key(key: SecretStr) -> None:
     elif len(value) > MAX_KEY_CHARS:
         problem = f"it is longer than {MAX_KEY_CHARS} characters"
     if problem is not None:
-        raise ConfigError(f"api_key: not a plausible Tinker API key: {problem}")
+        raise ConfigError(f"api_key: not a plausible {what}: {problem}")
 
 
 class TinkerKeyStatus(BaseModel):
@@ -68,6 +71,7 @@ async def read_settings(platform: PlatformDep) -> SettingsPublic:
     s = platform.settings
     return SettingsPublic(
         tinker_api_key_set=read_secret(s, TINKER_KEY) is not None,
+        judge_api_key_set=read_secret(s, JUDGE_KEY) is not None,
         auth_required=s.auth_required,
         host=s.host,
         port=s.port,
@@ -97,3 +101,24 @@ async def delete_tinker_key(platform: PlatformDep) -> TinkerKeyStatus:
     """Forget the stored Tinker API key; new Tinker jobs then have none."""
     delete_secret(platform.settings, TINKER_KEY)
     return TinkerKeyStatus(tinker_api_key_set=False)
+
+
+class JudgeKeyStatus(BaseModel):
+    judge_api_key_set: bool
+
+
+@router.put("/judge-key", responses={507: {"description": "The disk is full: the old key is kept"}})
+async def update_judge_key(body: TinkerKeyUpdate, platform: PlatformDep) -> JudgeKeyStatus:
+    """Store the API key of an external OpenAI-compatible judge endpoint (an eval job's
+    llm_judge scorer with a `judge_url`) server-side; it is never sent back."""
+    check_tinker_key(body.api_key, "judge endpoint API key")
+    with storage_guard("the judge API key"):  # written whole or not at all (secrets.py)
+        write_secret(platform.settings, JUDGE_KEY, body.api_key.get_secret_value())
+    return JudgeKeyStatus(judge_api_key_set=True)
+
+
+@router.delete("/judge-key")
+async def delete_judge_key(platform: PlatformDep) -> JudgeKeyStatus:
+    """Forget the stored judge key; later judge calls then send none."""
+    delete_secret(platform.settings, JUDGE_KEY)
+    return JudgeKeyStatus(judge_api_key_set=False)

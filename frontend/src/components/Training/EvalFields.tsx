@@ -137,6 +137,8 @@ export function ScorerFields({
   pattern,
   fn,
   rewardModel,
+  judgeModel,
+  judgeUrl,
   onChange,
 }: {
   id: string
@@ -145,7 +147,9 @@ export function ScorerFields({
   pattern: string
   fn: string
   rewardModel: string
-  onChange: (patch: { scorer?: string; scorerPattern?: string; scorerFunction?: string; scorerRewardModel?: string }) => void
+  judgeModel: string
+  judgeUrl: string
+  onChange: (patch: { scorer?: string; scorerPattern?: string; scorerFunction?: string; scorerRewardModel?: string; scorerJudgeModel?: string; scorerJudgeUrl?: string }) => void
 }) {
   return (
     <div className="flex flex-col gap-3 sm:col-span-2 xl:col-span-3">
@@ -173,6 +177,18 @@ export function ScorerFields({
             <label htmlFor={`${id}-reward-model`} className="label">Reward model</label>
             <input id={`${id}-reward-model`} className="input font-mono" spellCheck={false} placeholder="mdl_… (an RLHF job's rm stage)" value={rewardModel} onChange={(e) => onChange({ scorerRewardModel: e.target.value })} />
           </div>
+        )}
+        {type === 'llm_judge' && (
+          <>
+            <div>
+              <label htmlFor={`${id}-judge-model`} className="label">Judge model</label>
+              <input id={`${id}-judge-model`} className="input font-mono" spellCheck={false} placeholder="mdl_…, a base model, or the endpoint's model" value={judgeModel} onChange={(e) => onChange({ scorerJudgeModel: e.target.value })} />
+            </div>
+            <div>
+              <label htmlFor={`${id}-judge-url`} className="label">Judge endpoint</label>
+              <input id={`${id}-judge-url`} className="input font-mono" spellCheck={false} placeholder="empty: a model Thinker serves; or https://…/v1" value={judgeUrl} onChange={(e) => onChange({ scorerJudgeUrl: e.target.value })} />
+            </div>
+          </>
         )}
       </div>
       <p className="text-xs text-neutral-500" data-testid="scorer-help">{SCORER_HELP[type] ?? ''}</p>

@@ -125,6 +125,7 @@ export const SCORER_HELP: Record<string, string> = {
   code: "The answer's code passes the row's tests, run in the sandbox (problem rows with tests).",
   python: 'Your function ("module:function") scores each answer, run in the sandbox.',
   nll: "Nothing is generated: the score is minus the model's mean NLL per token of the reference answer.",
+  llm_judge: 'A model grades each answer from 1 to 10 against the reference: a model Thinker serves, or one at an OpenAI-compatible endpoint (its key stored in the settings, PUT /api/settings/judge-key). Score (grade - 1) / 9; a reply without a grade scores 0.',
   reward_model: "A trained reward model (an RLHF job's rm stage in the library) scores each answer: a judge gives P(it beats the row's reference), so an answer as good as the reference scores about 0.5.",
 }
 

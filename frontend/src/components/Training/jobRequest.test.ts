@@ -172,6 +172,8 @@ describe('an eval job', () => {
     expect(buildJobRequest({ ...form, scorer: 'python', scorerFunction: 'score' }).problems).toEqual(['config.scorer.function: a python scorer needs its function, as "module:function"'])
     expect(buildJobRequest({ ...form, scorer: 'reward_model', scorerRewardModel: ' mdl_judge ' }).body?.config).toMatchObject({ scorer: { type: 'reward_model', reward_model: 'mdl_judge' } })
     expect(buildJobRequest({ ...form, scorer: 'reward_model' }).problems).toEqual(["config.scorer.reward_model: a reward_model scorer needs its reward model (mdl_… of an RLHF job's rm stage)"])
+    expect(buildJobRequest({ ...form, scorer: 'llm_judge', scorerJudgeModel: 'gpt-x', scorerJudgeUrl: 'https://judge.example/v1' }).body?.config).toMatchObject({ scorer: { type: 'llm_judge', judge_model: 'gpt-x', judge_url: 'https://judge.example/v1' } })
+    expect(buildJobRequest({ ...form, scorer: 'llm_judge' }).problems).toEqual(['config.scorer.judge_model: an llm_judge scorer needs its judge model'])
     // the pattern of a scorer that is not regex is not sent
     expect(buildJobRequest({ ...form, scorer: 'nll', scorerPattern: 'x' }).body?.config).toMatchObject({ scorer: { type: 'nll' } })
     // the JSON editor's scorer keys are merged into the form's
@@ -187,7 +189,7 @@ describe('an eval job', () => {
   })
 
   test('the scorers and the most models come from the server\'s schema', () => {
-    expect(scorerTypes()).toEqual(['exact_match', 'regex', 'code', 'python', 'nll', 'reward_model'])
+    expect(scorerTypes()).toEqual(['exact_match', 'regex', 'code', 'python', 'nll', 'reward_model', 'llm_judge'])
     expect(maxEvalModels()).toBe(7)
   })
 

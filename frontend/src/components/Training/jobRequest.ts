@@ -36,6 +36,9 @@ export interface FormState {
   scorerPattern: string
   scorerFunction: string
   scorerRewardModel: string
+  /** llm_judge: the judge model, and the OpenAI-compatible endpoint's URL when it is external. */
+  scorerJudgeModel: string
+  scorerJudgeUrl: string
 }
 
 /** An eval job's scorers, from the server's schema (EvalScorer.type). */
@@ -93,6 +96,8 @@ export function initialForm(algorithm: Algorithm = 'sl'): FormState {
     scorerPattern: '',
     scorerFunction: '',
     scorerRewardModel: '',
+    scorerJudgeModel: '',
+    scorerJudgeUrl: '',
   }
 }
 
@@ -199,6 +204,11 @@ function evalSection(f: FormState, problems: string[]): Json {
   if (f.scorer === 'reward_model') {
     if (f.scorerRewardModel.trim()) scorer.reward_model = f.scorerRewardModel.trim()
     else problems.push('config.scorer.reward_model: a reward_model scorer needs its reward model (mdl_… of an RLHF job\'s rm stage)')
+  }
+  if (f.scorer === 'llm_judge') {
+    if (f.scorerJudgeModel.trim()) scorer.judge_model = f.scorerJudgeModel.trim()
+    else problems.push('config.scorer.judge_model: an llm_judge scorer needs its judge model')
+    if (f.scorerJudgeUrl.trim()) scorer.judge_url = f.scorerJudgeUrl.trim()
   }
   return { models: f.evalModels, scorer }
 }
@@ -327,11 +337,13 @@ function evalFromConfig(config: Json, form: FormState): Json {
   }
   const extra = splitSection(rest, PARAMS.eval, '', form.params)
   if (isObject(scorer)) {
-    const { type, pattern, function: fn, reward_model: rm, ...other } = scorer
+    const { type, pattern, function: fn, reward_model: rm, judge_model: judge, judge_url: url, ...other } = scorer
     if (typeof type === 'string') form.scorer = type
     form.scorerPattern = typeof pattern === 'string' ? pattern : ''
     form.scorerFunction = typeof fn === 'string' ? fn : ''
     form.scorerRewardModel = typeof rm === 'string' ? rm : ''
+    form.scorerJudgeModel = typeof judge === 'string' ? judge : ''
+    form.scorerJudgeUrl = typeof url === 'string' ? url : ''
     if (Object.keys(other).length) extra.scorer = other
   }
   return extra

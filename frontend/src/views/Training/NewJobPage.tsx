@@ -206,6 +206,8 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
                   pattern={form.scorerPattern}
                   fn={form.scorerFunction}
                   rewardModel={form.scorerRewardModel}
+                  judgeModel={form.scorerJudgeModel}
+                  judgeUrl={form.scorerJudgeUrl}
                   onChange={set}
                 />
               )}
