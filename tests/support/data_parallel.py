@@ -21,6 +21,22 @@ STEPS = 2
 ADAM = types.AdamParams(learning_rate=1e-2)
 
 
+def _join(rank: int, world: int, port: int, device: str, sharding: str) -> None:
+    """This process as rank `rank` of `world` (NCCL on GPU `rank`, else gloo), one thread,
+    with THINKER_SHARDING=`sharding`."""
+    torch.set_num_threads(1)
+    os.environ["THINKER_SHARDING"] = sharding
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+    if world > 1:
+        dist.init_process_group(
+            "nccl" if device == "cuda" else "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world,
+        )
+
+
 def batch(step: int) -> list[types.Datum]:
     """7 datums of 5-40 tokens (an odd count: the ranks' shares differ)."""
     gen = torch.Generator().manual_seed(100 + step)
@@ -68,18 +84,8 @@ def _train(  # noqa: PLR0913
     THINKER_SHARDING setting (engine/local/sharding.py). `reverse`: the cross-entropy call
     takes each batch in reverse order (its logprobs then come back reversed).
     `compile_layers` False: THINKER_COMPILE=0 (a sharded model's layers always run eagerly)."""
-    torch.set_num_threads(1)
-    os.environ["THINKER_SHARDING"] = sharding
     os.environ["THINKER_COMPILE"] = "1" if compile_layers else "0"
-    if device == "cuda":
-        torch.cuda.set_device(rank)
-    if world > 1:
-        dist.init_process_group(
-            "nccl" if device == "cuda" else "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=world,
-        )
+    _join(rank, world, port, device, sharding)
     try:
         service = thinker.ServiceClient(storage_dir=Path(work) / "store", device=device)
         client = service.create_lora_training_client("thinker/tiny", rank=4, seed=3).result()
@@ -148,17 +154,7 @@ def _sample(rank: int, world: int, port: int, work: str, device: str, sharding: 
     shares take different numbers of passes), greedy and seeded, scores of the policy and of
     the base (DPO's reference, the adapter off), then one more step. Rank 0 saves it all to
     work/sampled-<world>.pt."""
-    torch.set_num_threads(1)
-    os.environ["THINKER_SHARDING"] = sharding
-    if device == "cuda":
-        torch.cuda.set_device(rank)
-    if world > 1:
-        dist.init_process_group(
-            "nccl" if device == "cuda" else "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=world,
-        )
+    _join(rank, world, port, device, sharding)
     try:
         service = thinker.ServiceClient(storage_dir=Path(work) / "store", device=device)
         client = service.create_lora_training_client("thinker/tiny", rank=4, seed=3).result()

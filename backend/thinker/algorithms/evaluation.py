@@ -291,15 +291,7 @@ async def _reward_model(service: ServiceClient, config: EvalConfig) -> RewardFn:
             f"scorer.reward_model: {weights.model!r} names no reward model's weights (a "
             "checkpoint directory or tinker:// path)"
         )
-    try:
-        base = _base_model(weights)
-    except ConfigError:
-        raise ConfigError(
-            f"scorer.reward_model: give `reward_model_base` for {weights.model}: its base model "
-            "is not recorded beside it"
-        ) from None
-    sampler = await _sampling_client(service, weights, config.backend)
-    renderer = renderer_for(None, base, sampler.get_tokenizer())
+    sampler, renderer = await _scoring_model(service, config, weights, "reward_model")
     if scorer.head == "bradley_terry":
         return BradleyTerryReward(sampler, renderer, scorer.max_length)
     return AgainstReference(JudgeReward(sampler, renderer, scorer.max_length))
@@ -312,16 +304,25 @@ async def _llm_judge(service: ServiceClient, config: EvalConfig) -> ModelJudge:
     if scorer.judge_url is not None:
         return ModelJudge(endpoint_judge(scorer.judge_url, scorer.judge_model), scorer.rubric)
     judge = EvalModel(model=scorer.judge_model, base_model=scorer.judge_base)
+    sampler, renderer = await _scoring_model(service, config, judge, "judge_model")
+    return ModelJudge(served_judge(sampler, renderer), scorer.rubric)
+
+
+async def _scoring_model(
+    service: ServiceClient, config: EvalConfig, model: EvalModel, field: str
+) -> tuple[SamplingClient, Renderer]:
+    """A sampling client of the scorer's own model (`scorer.<field>`) and the renderer of its
+    base model."""
+    base_field = {"reward_model": "reward_model_base", "judge_model": "judge_base"}[field]
     try:
-        base = _base_model(judge)
+        base = _base_model(model)
     except ConfigError:
         raise ConfigError(
-            f"scorer.judge_model: give `judge_base` for {judge.model}: its base model is not "
+            f"scorer.{field}: give `{base_field}` for {model.model}: its base model is not "
             "recorded beside it"
         ) from None
-    sampler = await _sampling_client(service, judge, config.backend)
-    renderer = renderer_for(None, base, sampler.get_tokenizer())
-    return ModelJudge(served_judge(sampler, renderer), scorer.rubric)
+    sampler = await _sampling_client(service, model, config.backend)
+    return sampler, renderer_for(None, base, sampler.get_tokenizer())
 
 
 async def _sampling_client(

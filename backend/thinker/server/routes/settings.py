@@ -40,10 +40,10 @@ class SettingsPublic(BaseModel):
 class TinkerKeyUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    api_key: SecretStr  # checked by check_tinker_key, not here: see there
+    api_key: SecretStr  # checked by check_api_key, not here: see there
 
 
-def check_tinker_key(key: SecretStr, what: str = "Tinker API key") -> None:
+def check_api_key(key: SecretStr, what: str) -> None:
     """Refuse an implausible key with a message that names the rule broken, never the key.
 
     Checked here rather than by a pydantic validator: a validator's error carries the raw
@@ -90,9 +90,7 @@ async def read_settings(platform: PlatformDep) -> SettingsPublic:
 )
 async def update_tinker_key(body: TinkerKeyUpdate, platform: PlatformDep) -> TinkerKeyStatus:
     """Store the Tinker API key server-side for Tinker jobs; it is never sent back."""
-    check_tinker_key(body.api_key)
-    with storage_guard("the Tinker API key"):  # written whole or not at all (secrets.py)
-        write_secret(platform.settings, TINKER_KEY, body.api_key.get_secret_value())
+    _store_key(platform, TINKER_KEY, body.api_key, "Tinker API key")
     return TinkerKeyStatus(tinker_api_key_set=True)
 
 
@@ -111,9 +109,7 @@ class JudgeKeyStatus(BaseModel):
 async def update_judge_key(body: TinkerKeyUpdate, platform: PlatformDep) -> JudgeKeyStatus:
     """Store the API key of an external OpenAI-compatible judge endpoint (an eval job's
     llm_judge scorer with a `judge_url`) server-side; it is never sent back."""
-    check_tinker_key(body.api_key, "judge endpoint API key")
-    with storage_guard("the judge API key"):  # written whole or not at all (secrets.py)
-        write_secret(platform.settings, JUDGE_KEY, body.api_key.get_secret_value())
+    _store_key(platform, JUDGE_KEY, body.api_key, "judge endpoint API key")
     return JudgeKeyStatus(judge_api_key_set=True)
 
 
@@ -122,3 +118,11 @@ async def delete_judge_key(platform: PlatformDep) -> JudgeKeyStatus:
     """Forget the stored judge key; later judge calls then send none."""
     delete_secret(platform.settings, JUDGE_KEY)
     return JudgeKeyStatus(judge_api_key_set=False)
+
+
+def _store_key(platform: PlatformDep, name: str, key: SecretStr, what: str) -> None:
+    """`key` checked (check_api_key) and stored as secret `name`: written whole or not at all
+    (secrets.py), the old one kept when the disk is full."""
+    check_api_key(key, what)
+    with storage_guard(f"the {what}"):
+        write_secret(platform.settings, name, key.get_secret_value())
