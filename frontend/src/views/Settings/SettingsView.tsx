@@ -1,9 +1,9 @@
-// Settings: the Tinker key, the server's configuration, API tokens and the onboarding tour.
+// Settings: the stored API keys, the server's configuration, API tokens and the onboarding tour.
 import { useQuery } from '@tanstack/react-query'
 import { api, unwrap } from '../../api/client'
 import { ErrorState, Loading } from '../../components/ui/States'
 import { ServerInfoCard } from './ServerInfoCard'
-import { TinkerKeyCard } from './TinkerKeyCard'
+import { ApiKeyCard } from './ApiKeyCard'
 import { TokensCard } from './TokensCard'
 import { TourCard } from './TourCard'
 
@@ -27,8 +27,15 @@ export function SettingsView() {
       ) : (
         <>
           <div className="grid grid-cols-2 gap-6">
-            <TinkerKeyCard isSet={settings.data.tinker_api_key_set} />
+            <ApiKeyCard which="tinker" isSet={settings.data.tinker_api_key_set}>
+              Needed only for jobs on the Tinker backend and for sampling models trained there. The server keeps it in its
+              data directory (mode 0600) and never sends it back.
+            </ApiKeyCard>
             <TourCard />
+            <ApiKeyCard which="judge" isSet={settings.data.judge_api_key_set}>
+              For eval jobs whose scorer is a model as judge at an OpenAI-compatible endpoint (llm_judge with a judge
+              endpoint): sent to that endpoint only, as its bearer token. Kept like the Tinker key, never sent back.
+            </ApiKeyCard>
           </div>
           <TokensCard authRequired={settings.data.auth_required} />
           <ServerInfoCard settings={settings.data} health={health.data} />
