@@ -155,6 +155,13 @@ def test_thinker_compare_prints_the_scores_and_verdict(
     assert "No significant difference between thinker/tiny and b: b's 50% win rate" in printed
     assert main([*argv, "--scorer", "judge", "--out", str(tmp_path / "bad")]) == 2
     assert "--scorer.type: Input should be" in capsys.readouterr().err
+    assert main([*argv, "--scorer", "llm_judge", "--out", str(tmp_path / "bad")]) == 2
+    assert "needs `judge_model`" in capsys.readouterr().err
+    with judge_server() as (url, seen):
+        judged = ["--scorer", "llm_judge", "--judge-url", url, "--judge-model", "grader"]
+        assert main([*argv, *judged, "--max-tokens", "4", "--out", str(tmp_path / "j")]) == 0
+    assert len(seen) == 6  # 3 prompts x 2 models
+    assert "thinker/tiny: score 0.222 [0.222, 0.222]" in capsys.readouterr().out
 
 
 def test_a_trained_judge_scores_each_answer_against_the_reference(tmp_path: Path) -> None:

@@ -21,6 +21,8 @@ examples:
       --model runs/sl/thinker-tiny-1a2b/sampler_weights/final --out runs/compare
   thinker compare problems.jsonl --model Qwen/Qwen3-0.6B --model tuned=runs/rl/ckpt \\
       --scorer code --samples 4 --temperature 0.7 --out runs/code-ab
+  THINKER_JUDGE_API_KEY=sk-... thinker compare chats.jsonl --model a --model b \\
+      --scorer llm_judge --judge-url https://api.openai.com/v1 --judge-model gpt-4o --out runs/j
 
 Each --model is a base model or sampler weights (a checkpoint directory, or tinker:// with
 --backend tinker), optionally named NAME=MODEL; the first is A of its comparisons. Writes
@@ -44,6 +46,18 @@ OPTIONS = (  # (flag, config field, type)
 )
 
 
+SCORER_OPTIONS = (  # (flag, help): the scorer's own fields
+    ("--pattern", "regex: the pattern"),
+    ("--reward-model", "reward_model: the reward model's sampler weights"),
+    ("--reward-model-base", "reward_model: its base model, when not recorded beside it"),
+    ("--head", "reward_model: judge (default) or bradley_terry"),
+    ("--judge-model", "llm_judge: the judge (a model Thinker runs, or the endpoint's model)"),
+    ("--judge-url", "llm_judge: an OpenAI-compatible endpoint (key: THINKER_JUDGE_API_KEY)"),
+    ("--judge-base", "llm_judge: the base model of judge weights"),
+    ("--rubric", "llm_judge: what the judge grades for"),
+)
+
+
 def add_commands(commands: Any) -> None:
     parser = commands.add_parser(
         "compare",
@@ -58,9 +72,12 @@ def add_commands(commands: Any) -> None:
     )
     parser.add_argument("--out", type=Path, required=True, help="the run directory")
     parser.add_argument(
-        "--scorer", default=None, help="exact_match (default), regex, code, python or nll"
+        "--scorer",
+        default=None,
+        help="exact_match (default), regex, code, python, nll, reward_model or llm_judge",
     )
-    parser.add_argument("--pattern", default=None, help="the regex scorer's pattern")
+    for flag, text in SCORER_OPTIONS:
+        parser.add_argument(flag, default=None, help=text)
     for flag, field, kind in OPTIONS:
         parser.add_argument(flag, dest=field, type=kind, default=None)
     parser.set_defaults(handler=compare)
@@ -78,7 +95,11 @@ def compare(args: argparse.Namespace) -> int:
 
     given = {field: getattr(args, field) for _, field, _ in OPTIONS}
     values: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
-    scorer = {k: v for k, v in (("type", args.scorer), ("pattern", args.pattern)) if v}
+    scorer = {"type": args.scorer} if args.scorer else {}
+    for flag, _ in SCORER_OPTIONS:
+        field = flag.removeprefix("--").replace("-", "_")
+        if getattr(args, field) is not None:
+            scorer[field] = getattr(args, field)
     if scorer:
         values["scorer"] = scorer
     try:
