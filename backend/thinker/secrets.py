@@ -8,8 +8,10 @@ either the old value or the new one, never half of either. Values are never logg
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from thinker.errors import ConfigError
@@ -77,3 +79,35 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+JUDGE_KEY = "judge_api_key"
+
+
+@dataclass(frozen=True)
+class EndpointKey:
+    """An API key and the one endpoint (a base URL) it may be sent to."""
+
+    url: str
+    key: str
+
+    def for_url(self, url: str) -> str | None:
+        """The key when `url` is its endpoint (trailing slashes aside), else None: a job may
+        name any judge URL, and the stored key must not go to one its owner did not name."""
+        return self.key if url.rstrip("/") == self.url.rstrip("/") else None
+
+
+def read_judge_key(settings: Settings) -> EndpointKey | None:
+    """The stored judge endpoint's key and URL (secret `judge_api_key`), or None."""
+    value = read_secret(settings, JUDGE_KEY)
+    if value is None:
+        return None
+    try:
+        stored = json.loads(value)
+        return EndpointKey(str(stored["url"]), str(stored["key"]))
+    except (ValueError, KeyError, TypeError):
+        return None  # not written by write_judge_key: treated as not set
+
+
+def write_judge_key(settings: Settings, url: str, key: str) -> None:
+    write_secret(settings, JUDGE_KEY, json.dumps({"url": url, "key": key}))

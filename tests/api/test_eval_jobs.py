@@ -145,28 +145,35 @@ def test_a_person_s_ab_choices_get_the_same_statistics(tmp_path: Path) -> None:
 
 
 def test_an_eval_job_asks_an_external_judge_with_the_stored_key(tmp_path: Path) -> None:
-    """The judge key is stored (never returned), the job's worker gets it, and the scripted
-    OpenAI-compatible judge sees it on every request; the key is in none of the run's files."""
+    """The judge key is stored with its endpoint (never returned); a job whose judge is that
+    endpoint gets it in its worker and the scripted OpenAI-compatible judge sees it on every
+    request, a job whose judge is another endpoint gets none; the key is in no run file."""
     settings = make_settings(tmp_path / "data", None, max_cpu_jobs=1)
-    with TestClient(create_app(settings)) as client, judge_server() as (url, seen):
-        stored = client.put("/api/settings/judge-key", json={"api_key": "sk-judge-123"})
-        assert stored.status_code == 200 and stored.json() == {"judge_api_key_set": True}
+    client = TestClient(create_app(settings))
+    with client, judge_server() as (url, seen), judge_server() as (elsewhere, seen_elsewhere):
+        stored = client.put(
+            "/api/settings/judge-key", json={"api_key": "sk-judge-123", "url": url + "/"}
+        )
+        assert stored.status_code == 200, stored.text
         shown = client.get("/api/settings").json()
-        assert shown["judge_api_key_set"] is True and "sk-judge-123" not in json.dumps(shown)
+        assert shown["judge_api_key_set"] is True and shown["judge_url"] == url + "/"
+        assert "sk-judge-123" not in json.dumps(shown) + stored.text
         test = add_dataset(client, TEST, "chat")
-        scorer = {"type": "llm_judge", "judge_url": url, "judge_model": "grader"}
-        body = {
-            "algorithm": "eval",
-            "dataset_id": test,
-            "config": {"scorer": scorer, "max_examples": 3, "max_tokens": 4, "resamples": 200},
-        }
-        created = client.post("/api/jobs", json=body)
-        assert created.status_code == 201, created.text
-        job = wait_state(client, created.json()["id"], ("succeeded", "failed"))
-        assert job["state"] == "succeeded", job["log_tail"]
-        summary = client.get(f"/api/jobs/{job['id']}/evaluation").json()["summary"]
-        assert client.delete("/api/settings/judge-key").json() == {"judge_api_key_set": False}
+        jobs = []
+        for endpoint in (url, elsewhere):
+            scorer = {"type": "llm_judge", "judge_url": endpoint, "judge_model": "grader"}
+            config = {"scorer": scorer, "max_examples": 3, "max_tokens": 4, "resamples": 200}
+            body = {"algorithm": "eval", "dataset_id": test, "config": config}
+            created = client.post("/api/jobs", json=body)
+            assert created.status_code == 201, created.text
+            job = wait_state(client, created.json()["id"], ("succeeded", "failed"))
+            assert job["state"] == "succeeded", job["log_tail"]
+            jobs.append(job)
+        summary = client.get(f"/api/jobs/{jobs[0]['id']}/evaluation").json()["summary"]
+        assert client.delete("/api/settings/judge-key").json()["judge_api_key_set"] is False
     assert seen == ["Bearer sk-judge-123"] * 3
+    assert seen_elsewhere == [None] * 3  # another endpoint: the key stays home
     assert summary["scorer"] == "llm_judge" and summary["models"][0]["prompts"] == 3
-    files = [p for p in (tmp_path / "data" / "runs" / job["id"]).rglob("*") if p.is_file()]
+    runs = tmp_path / "data" / "runs"
+    files = [p for job in jobs for p in (runs / job["id"]).rglob("*") if p.is_file()]
     assert files and not any("sk-judge-123" in p.read_text(errors="ignore") for p in files)

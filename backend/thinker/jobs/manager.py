@@ -56,7 +56,7 @@ from thinker.jobs.start import (
 )
 from thinker.jobs.states import ACTIVE_STATES, RESUMABLE_STATES, JobState
 from thinker.runs import CheckpointRecord, MetricsTail, RunDir
-from thinker.secrets import read_secret
+from thinker.secrets import read_judge_key, read_secret
 from thinker.settings import Settings
 from thinker.store import Dataset, Job, Model, new_id, now
 
@@ -910,8 +910,9 @@ class JobManager:
         if key:
             env["TINKER_API_KEY"] = key
         scorer = (job.config or {}).get("scorer") if job.algorithm == "eval" else None
-        if isinstance(scorer, dict) and scorer.get("judge_url"):  # an external judge's key
-            judge_key = read_secret(self.settings, "judge_api_key")
+        if isinstance(scorer, dict) and scorer.get("judge_url"):  # an external judge's key,
+            stored = read_judge_key(self.settings)  # only for the endpoint it was stored for
+            judge_key = stored.for_url(str(scorer["judge_url"])) if stored else None
             if judge_key:
                 env[JUDGE_KEY_ENV] = judge_key
         memory = int(job.memory_gb * 2**30) if job.memory_gb else None

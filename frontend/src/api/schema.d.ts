@@ -1001,7 +1001,8 @@ export interface paths {
         /**
          * Update Judge Key
          * @description Store the API key of an external OpenAI-compatible judge endpoint (an eval job's
-         *     llm_judge scorer with a `judge_url`) server-side; it is never sent back.
+         *     llm_judge scorer) server-side, bound to that endpoint's URL: an eval job whose
+         *     `judge_url` is that URL sends it, any other gets no key. It is never sent back.
          */
         put: operations["update_judge_key"];
         post?: never;
@@ -2870,6 +2871,21 @@ export interface components {
         JudgeKeyStatus: {
             /** Judge Api Key Set */
             judge_api_key_set: boolean;
+            /** Judge Url */
+            judge_url?: string | null;
+        };
+        /** JudgeKeyUpdate */
+        JudgeKeyUpdate: {
+            /**
+             * Api Key
+             * Format: password
+             */
+            api_key: string;
+            /**
+             * Url
+             * @description The OpenAI-compatible endpoint (base URL, e.g. https://api.openai.com/v1) the key is for: it is sent to that endpoint and to no other.
+             */
+            url: string;
         };
         /** LeaderboardPublic */
         LeaderboardPublic: {
@@ -4564,6 +4580,8 @@ export interface components {
             host: string;
             /** Judge Api Key Set */
             judge_api_key_set: boolean;
+            /** Judge Url */
+            judge_url: string | null;
             /** Max Cpu Jobs */
             max_cpu_jobs: number;
             /** Max Remote Jobs */
@@ -7925,7 +7943,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["TinkerKeyUpdate"];
+                "application/json": components["schemas"]["JudgeKeyUpdate"];
             };
         };
         responses: {

@@ -6,17 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from thinker.errors import ConfigError
 from thinker.files import storage_guard
-from thinker.secrets import delete_secret, read_secret, write_secret
+from thinker.secrets import (
+    JUDGE_KEY,
+    delete_secret,
+    read_judge_key,
+    read_secret,
+    write_judge_key,
+    write_secret,
+)
 from thinker.server.deps import PlatformDep
 
 router = APIRouter(prefix="/settings", tags=["settings"])
 
 TINKER_KEY = "tinker_api_key"
-JUDGE_KEY = "judge_api_key"
 MAX_KEY_CHARS = 512
 
 
@@ -25,6 +31,7 @@ class SettingsPublic(BaseModel):
 
     tinker_api_key_set: bool
     judge_api_key_set: bool  # the external judge endpoint's key (llm_judge scorer)
+    judge_url: str | None  # the one endpoint that key is sent to
     auth_required: bool
     host: str
     port: int
@@ -69,9 +76,11 @@ class TinkerKeyStatus(BaseModel):
 async def read_settings(platform: PlatformDep) -> SettingsPublic:
     """The server's settings, and whether a Tinker API key is stored (never the key)."""
     s = platform.settings
+    judge = read_judge_key(s)
     return SettingsPublic(
         tinker_api_key_set=read_secret(s, TINKER_KEY) is not None,
-        judge_api_key_set=read_secret(s, JUDGE_KEY) is not None,
+        judge_api_key_set=judge is not None,
+        judge_url=judge.url if judge is not None else None,
         auth_required=s.auth_required,
         host=s.host,
         port=s.port,
@@ -101,16 +110,29 @@ async def delete_tinker_key(platform: PlatformDep) -> TinkerKeyStatus:
     return TinkerKeyStatus(tinker_api_key_set=False)
 
 
+class JudgeKeyUpdate(TinkerKeyUpdate):
+    url: str = Field(
+        pattern=r"^https?://\S+$",
+        max_length=500,
+        description="The OpenAI-compatible endpoint (base URL, e.g. https://api.openai.com/v1) "
+        "the key is for: it is sent to that endpoint and to no other.",
+    )
+
+
 class JudgeKeyStatus(BaseModel):
     judge_api_key_set: bool
+    judge_url: str | None = None
 
 
 @router.put("/judge-key", responses={507: {"description": "The disk is full: the old key is kept"}})
-async def update_judge_key(body: TinkerKeyUpdate, platform: PlatformDep) -> JudgeKeyStatus:
+async def update_judge_key(body: JudgeKeyUpdate, platform: PlatformDep) -> JudgeKeyStatus:
     """Store the API key of an external OpenAI-compatible judge endpoint (an eval job's
-    llm_judge scorer with a `judge_url`) server-side; it is never sent back."""
-    _store_key(platform, JUDGE_KEY, body.api_key, "judge endpoint API key")
-    return JudgeKeyStatus(judge_api_key_set=True)
+    llm_judge scorer) server-side, bound to that endpoint's URL: an eval job whose
+    `judge_url` is that URL sends it, any other gets no key. It is never sent back."""
+    check_api_key(body.api_key, "judge endpoint API key")
+    with storage_guard("the judge endpoint API key"):  # whole or not at all (secrets.py)
+        write_judge_key(platform.settings, body.url, body.api_key.get_secret_value())
+    return JudgeKeyStatus(judge_api_key_set=True, judge_url=body.url)
 
 
 @router.delete("/judge-key")

@@ -12,12 +12,13 @@ const fetchMock = vi.hoisted(() => {
   return fn
 })
 
-test('the Tinker and judge keys: set or not, saved to their own endpoints, never shown', async () => {
+test('the Tinker and judge keys: set or not, saved to their own endpoints, never shown; the judge key with its URL', async () => {
   const state = { tinker: true, judge: false }
   const sent = serve(fetchMock, {
     'GET /api/settings': () => ({
       body: {
-        tinker_api_key_set: state.tinker, judge_api_key_set: state.judge, auth_required: false, host: '127.0.0.1',
+        tinker_api_key_set: state.tinker, judge_api_key_set: state.judge, judge_url: state.judge ? 'https://judge.example/v1' : null,
+        auth_required: false, host: '127.0.0.1',
         port: 8000, database: 'sqlite', data_dir: '/srv/thinker', model_pool_size: 2, max_upload_mb: 200,
         max_cpu_jobs: 1, max_remote_jobs: 4, cors_origins: [],
       },
@@ -31,10 +32,14 @@ test('the Tinker and judge keys: set or not, saved to their own endpoints, never
   expect(await screen.findByTestId('tinker-key-status')).toHaveTextContent('set')
   expect(screen.getByTestId('judge-key-status')).toHaveTextContent('not set')
   await user.type(screen.getByLabelText('Judge endpoint API key'), ' sk-judge-1 ')
-  await user.click(screen.getAllByRole('button', { name: 'Save' })[0])
+  const save = screen.getAllByRole('button', { name: 'Save' })[0]
+  expect(save).toBeDisabled() // the endpoint it is for comes first
+  await user.type(screen.getByLabelText('Judge endpoint URL'), 'https://judge.example/v1')
+  await user.click(save)
   await waitFor(() => expect(screen.getByTestId('judge-key-status')).toHaveTextContent(/^\s*set$/))
   const put = sent.find((s) => s.method === 'PUT')
-  expect(put).toMatchObject({ path: '/api/settings/judge-key', body: { api_key: 'sk-judge-1' } })
+  expect(put).toMatchObject({ path: '/api/settings/judge-key', body: { api_key: 'sk-judge-1', url: 'https://judge.example/v1' } })
+  expect(await screen.findByText('https://judge.example/v1')).toBeInTheDocument()
   expect(screen.getByLabelText('Judge endpoint API key')).toHaveValue('')
   expect(document.body.textContent).not.toContain('sk-judge-1')
 })

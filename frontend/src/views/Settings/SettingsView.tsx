@@ -32,9 +32,10 @@ export function SettingsView() {
               data directory (mode 0600) and never sends it back.
             </ApiKeyCard>
             <TourCard />
-            <ApiKeyCard which="judge" isSet={settings.data.judge_api_key_set}>
+            <ApiKeyCard which="judge" isSet={settings.data.judge_api_key_set} endpoint={settings.data.judge_url}>
               For eval jobs whose scorer is a model as judge at an OpenAI-compatible endpoint (llm_judge with a judge
-              endpoint): sent to that endpoint only, as its bearer token. Kept like the Tinker key, never sent back.
+              endpoint): sent as the bearer token to the endpoint it is stored for, to no other. Kept like the Tinker
+              key, never sent back.
             </ApiKeyCard>
           </div>
           <TokensCard authRequired={settings.data.auth_required} />
