@@ -33,6 +33,8 @@ from thinker.settings import Settings
 from thinker.store import Dataset as DatasetRow
 from thinker.store.tables import Base
 
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
+
 Row = dict[str, Any]
 TOKEN = "hf_TOPsecretTOKEN0123456789abcdef"
 LAYOUTS = {"saved": saved_dict, "parquet": parquet_repo, "jsonl": jsonl_repo}

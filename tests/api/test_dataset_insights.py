@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from thinker.server.platform import Platform
 from thinker.settings import Settings
 from thinker.store import Job, new_id
+
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
 
 Row = dict[str, object]
 CHAT_ROWS: list[Row] = [

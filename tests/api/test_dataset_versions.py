@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from tests.support.api import platform_of, wait_state
 
 from thinker.settings import Settings
+
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
 
 CHAT = [
     {

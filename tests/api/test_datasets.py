@@ -24,6 +24,8 @@ from thinker.services import datasets as dataset_service
 from thinker.settings import Settings
 from thinker.store import Job, new_id
 
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
+
 Row = dict[str, object]
 CHAT_ROWS: list[Row] = [
     {"messages": [{"role": "user", "content": "3+4"}, {"role": "assistant", "content": "7"}]},

@@ -18,6 +18,8 @@ from thinker.server.platform import Platform
 from thinker.services.tokens import TOKEN_TOUCH_S
 from thinker.store import ApiToken
 
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
+
 
 def _call(client: TestClient, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Any:
     """Run `fn(platform, *args)` on the app's event loop (its engine is bound to that loop)."""

@@ -20,6 +20,8 @@ from thinker.server.app import create_app
 from thinker.server.limits import INT64_MAX, MAX_DEPTH
 from thinker.settings import Settings
 
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
+
 PAIRS = b'{"prompt": "3+4", "completion": "7"}\n{"prompt": "2+2", "completion": "4"}\n'
 NOT_AN_ID = "ds_000000000000"  # well formed, names nothing
 

@@ -97,6 +97,7 @@ def test_the_documented_config_is_what_the_server_does(held: TestClient, algorit
     assert again.json()["config"] == everything
 
 
+@pytest.mark.postgresql
 def test_a_request_gives_numbers_and_booleans_as_json_does(held: TestClient) -> None:
     """As the document types them. The configs take more (text for a number, as YAML reads
     `1e-4`; 0 or 1 for a boolean); a request is held to the document's types."""

@@ -56,6 +56,7 @@ NOT_FINITE = r"body\.config\.learning_rate: (inf|nan) is not a finite number"
 BEYOND_64_BITS = r"body\.config\.{}: .* is outside the signed 64-bit range"
 
 
+@pytest.mark.postgresql
 @pytest.mark.parametrize(
     ("config", "problem"),
     [
@@ -106,6 +107,7 @@ def test_config_numbers_must_be_finite_typed_and_in_range(
         assert job_rows(held) == [] and list(platform_of(held).settings.runs_dir.iterdir()) == []
 
 
+@pytest.mark.postgresql
 def test_settings_must_fit_the_model_and_the_step_limit(held: TestClient, tmp_path: Path) -> None:
     chat = add_dataset(held, ARITHMETIC, "chat")
     wide = held.post(
@@ -134,6 +136,7 @@ def test_settings_must_fit_the_model_and_the_step_limit(held: TestClient, tmp_pa
     assert job_rows(held) == []
 
 
+@pytest.mark.postgresql
 def test_the_config_schema_holds_the_bounds(held: TestClient) -> None:
     schemas = held.get("/api/jobs/config-schema").json()
     for algorithm in ("sl", "dpo", "rl", "rm"):
@@ -147,6 +150,7 @@ def test_the_config_schema_holds_the_bounds(held: TestClient) -> None:
     assert steps == {"type": "integer", "exclusiveMinimum": 0, "maximum": 10_000_000}
 
 
+@pytest.mark.postgresql
 def test_a_dataset_whose_file_is_gone_is_refused_at_creation(held: TestClient) -> None:
     chat = add_dataset(held, ARITHMETIC, "chat")
     path = platform_of(held).datasets.path(chat)
@@ -396,6 +400,7 @@ def full(directory: Path) -> Iterator[None]:
         filler.unlink()
 
 
+@pytest.mark.postgresql
 def test_a_job_created_on_a_full_disk_is_507_and_leaves_nothing(
     tmp_path: Path, database_url: str | None
 ) -> None:

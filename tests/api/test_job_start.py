@@ -20,6 +20,7 @@ from thinker.files import read_jsonl
 from thinker.runs import RunDir
 
 
+@pytest.mark.postgresql
 def test_the_proposal_fills_what_a_request_leaves_out(client: TestClient) -> None:
     chat = add_dataset(client, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
     proposal = client.post(
@@ -49,6 +50,7 @@ def test_the_proposal_fills_what_a_request_leaves_out(client: TestClient) -> Non
     ]
 
 
+@pytest.mark.postgresql
 def test_a_model_that_cannot_be_had_is_refused_at_creation(client: TestClient) -> None:
     chat = add_dataset(client, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
 
@@ -166,6 +168,7 @@ def test_sl_then_dpo_from_the_sl_model(client: TestClient) -> None:
     assert sl_model["id"] in library
 
 
+@pytest.mark.postgresql
 def test_jobs_get_distinct_names(held: TestClient) -> None:
     """Names are given at creation: the jobs stay queued, nothing needs to train."""
     chat = add_dataset(held, EXAMPLES / "arithmetic" / "train.jsonl", "chat")

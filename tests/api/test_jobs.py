@@ -23,6 +23,7 @@ from tests.support.api import (
 from thinker.server.app import create_app
 
 
+@pytest.mark.postgresql
 def test_a_bad_job_is_refused_with_every_problem_and_nothing_is_stored(held: TestClient) -> None:
     chat = add_dataset(held, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
     runs = platform_of(held).settings.runs_dir
@@ -60,6 +61,7 @@ def test_a_bad_job_is_refused_with_every_problem_and_nothing_is_stored(held: Tes
     assert job_rows(held) == []
 
 
+@pytest.mark.postgresql
 def test_rlhf_needs_a_dataset_of_the_right_kind_for_each_stage(held: TestClient) -> None:
     demos = add_dataset(held, EXAMPLES / "rlhf" / "demos.jsonl", "chat")
     pairs = add_dataset(held, EXAMPLES / "preferences" / "train.jsonl", "preferences")
@@ -86,6 +88,7 @@ def test_rlhf_needs_a_dataset_of_the_right_kind_for_each_stage(held: TestClient)
     assert str(platform_of(held).datasets.path(prompts)) in job_file.read_text()
 
 
+@pytest.mark.postgresql
 def test_rlhf_settings_given_once_reach_every_stage(held: TestClient) -> None:
     """They were dropped with the proposal (which holds the stages only), unchecked."""
     demos = add_dataset(held, EXAMPLES / "rlhf" / "demos.jsonl", "chat")
@@ -104,6 +107,7 @@ def test_rlhf_settings_given_once_reach_every_stage(held: TestClient) -> None:
     assert refused.json()["problems"] == ["config.lora_rnk: Extra inputs are not permitted"]
 
 
+@pytest.mark.postgresql
 def test_a_tinker_job_needs_a_stored_key(held: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TINKER_API_KEY", raising=False)
     chat = add_dataset(held, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
@@ -123,6 +127,7 @@ def test_a_tinker_job_needs_a_stored_key(held: TestClient, monkeypatch: pytest.M
     assert key not in queued.text
 
 
+@pytest.mark.postgresql
 def test_idempotency_key_makes_one_job(held: TestClient) -> None:
     chat = add_dataset(held, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
     body = {"algorithm": "sl", "dataset_id": chat, "config": {"max_steps": 3}}
@@ -135,6 +140,7 @@ def test_idempotency_key_makes_one_job(held: TestClient) -> None:
     assert len(job_rows(held)) == 2
 
 
+@pytest.mark.postgresql
 def test_queued_jobs_cancel_pause_resume_and_filters(held: TestClient) -> None:
     chat = add_dataset(held, EXAMPLES / "arithmetic" / "train.jsonl", "chat")
     ids = [
@@ -167,6 +173,7 @@ def test_queued_jobs_cancel_pause_resume_and_filters(held: TestClient) -> None:
     assert held.get(f"/api/jobs/{ids[0]}").status_code == 404
 
 
+@pytest.mark.postgresql
 def test_priorities_order_the_queue_and_a_run_makes_models(
     tmp_path: Path, database_url: str | None
 ) -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from alembic import command
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from thinker.store import make_engine, migrate, sqlite_url
 from thinker.store.db import alembic_config
+
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
 
 
 def _to(revision: str) -> object:

@@ -31,6 +31,8 @@ from thinker.server.platform import Platform
 from thinker.settings import Settings
 from thinker.store import Dataset, Job, Model
 
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
+
 torch.set_num_threads(1)  # two cores shared by parallel test runs
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"

@@ -1,7 +1,14 @@
 """The OpenAPI document against the server: schemathesis sends generated requests, valid and
 invalid, to every operation of the app (auth on, with a real token; SQLite and PostgreSQL) and
 checks every answer: no server error, a documented status, content type, headers and body as
-the document says. Seeded and bounded: the same requests on every run."""
+the document says. Seeded and bounded: the same requests on every run.
+
+On SQLite every phase runs, the coverage phase's boundary values of each field included
+(about 3,400 requests for POST /api/jobs alone). On PostgreSQL the examples and the generated
+requests run, valid and invalid, but not the coverage phase: its boundaries are refused by the
+request models before any query (a 422 that does not depend on the database), and it was a
+third of the suite's PostgreSQL time. What PostgreSQL refuses and SQLite takes (NUL bytes,
+integers past 64 bits) is tested on both in tests/api/test_inputs.py."""
 
 from __future__ import annotations
 
@@ -19,7 +26,7 @@ from schemathesis.core.parameters import ParameterLocation
 from schemathesis.python.asgi import get_client, shutdown_lifespans
 from schemathesis.specs.openapi.checks import ignored_auth
 from tests.support.api import make_settings
-from tests.support.database import DATABASES, fresh_database
+from tests.support.database import fresh_database
 
 from thinker.server.app import create_app
 from thinker.services.tokens import create_token
@@ -76,19 +83,24 @@ class Served:
 
 
 SERVED = Served()
-SCHEMA = schemathesis.openapi.from_dict(
-    create_app(Settings(data_dir=REPO / "data")).other_asgi_app.openapi(),
-    config=SchemathesisConfig.from_dict(CONFIG),
-)
+DOCUMENT = create_app(Settings(data_dir=REPO / "data")).other_asgi_app.openapi()
+SCHEMA = schemathesis.openapi.from_dict(DOCUMENT, config=SchemathesisConfig.from_dict(CONFIG))
 SCHEMA.app = SERVED
+NO_COVERAGE = {**CONFIG, "phases": {**CONFIG["phases"], "coverage": {"enabled": False}}}
+SCHEMA_WITHOUT_COVERAGE = schemathesis.openapi.from_dict(
+    DOCUMENT, config=SchemathesisConfig.from_dict(NO_COVERAGE)
+)
+SCHEMA_WITHOUT_COVERAGE.app = SERVED
 
 
-@pytest.fixture(scope="module", params=DATABASES)
+@pytest.fixture(scope="module")
 def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
-    """One app per database for every operation: auth on, a dataset, a queued job."""
-    with fresh_database(request.param) as database_url:
+    """One app per database (the test's parameter) for every operation: auth on, a dataset, a
+    queued job."""
+    database = request.param
+    with fresh_database(database) as database_url:
         settings = make_settings(
             tmp_path_factory.mktemp("data"),
             database_url,
@@ -98,7 +110,7 @@ def served(
         )
         token = asyncio.run(_first_token(settings))  # as `thinker token create` makes it
         SERVED.app = create_app(settings)
-        SERVED.database = request.param
+        SERVED.database = database
         SERVED.auth = {"Authorization": f"Bearer {token}"}
         try:
             SERVED.ids = _store_examples()
@@ -173,7 +185,18 @@ AUTH_CONFIRMED: set[tuple[str, str]] = set()
 
 
 @SCHEMA.parametrize()
+@pytest.mark.parametrize("served", ["sqlite"], indirect=True)
 def test_every_operation_answers_as_documented(case: Any, served: Served) -> None:
+    _call_and_validate(case, served)
+
+
+@SCHEMA_WITHOUT_COVERAGE.parametrize()
+@pytest.mark.parametrize("served", ["postgresql"], indirect=True)
+def test_every_operation_answers_as_documented_without_coverage(case: Any, served: Served) -> None:
+    _call_and_validate(case, served)
+
+
+def _call_and_validate(case: Any, served: Served) -> None:
     operation = (served.database, case.operation.label)
     confirmed = operation in AUTH_CONFIRMED
     response = case.call_and_validate(

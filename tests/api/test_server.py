@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import socketio
 from fastapi.testclient import TestClient
 
 from thinker.server.platform import Platform
 from thinker.settings import Settings
+
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
 
 
 def test_health_names_the_database(client: TestClient) -> None:

@@ -23,6 +23,8 @@ from thinker.services.tokens import hash_token
 from thinker.settings import Settings
 from thinker.store import ApiToken
 
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
+
 KEY = "tml-Zq8SECRETkey0123456789abcdef"
 
 

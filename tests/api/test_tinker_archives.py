@@ -24,6 +24,8 @@ from thinker.engine.local import checkpoints
 from thinker.engine.local.service import LocalServiceClient
 from thinker.services.tinker_archives import read_archive
 
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
+
 torch.set_num_threads(1)
 UNEMBED = "base_model.model.model.unembed_tokens."
 

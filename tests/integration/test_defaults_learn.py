@@ -74,12 +74,10 @@ def _model_of(client: TestClient, job: dict[str, object]) -> str:
     return str(max(models, key=lambda m: m["step"])["id"])
 
 
-# (task, rows, held-out exact match at least): observed 0.55 and 0.225 (40 held-out words;
-# the same task on another draw of words gave 0.82: the tiny model's reach varies by task).
-@pytest.mark.parametrize(
-    ("task", "rows", "at_least"),
-    [("repeat the word twice", 400, 0.35), ("drop the first letter", 400, 0.1)],
-)
+# (task, rows, held-out exact match at least): observed 0.55 (40 held-out words). "Drop the
+# first letter" ran here too (observed 0.225, threshold 0.1): 80 s of CI's 25 minutes for a
+# second task whose threshold was 4 words of 40; it is still in TASKS, for a run by hand.
+@pytest.mark.parametrize(("task", "rows", "at_least"), [("repeat the word twice", 400, 0.35)])
 def test_sl_with_an_empty_config_learns_a_new_task(
     client: TestClient, tmp_path: Path, task: str, rows: int, at_least: float
 ) -> None:

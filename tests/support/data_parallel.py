@@ -6,6 +6,7 @@ global batch."""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -34,6 +35,7 @@ def _join(rank: int, world: int, port: int, device: str, sharding: str) -> None:
             init_method=f"tcp://127.0.0.1:{port}",
             rank=rank,
             world_size=world,
+            timeout=timedelta(minutes=5),  # a rank left waiting fails, not 30 min later
         )
 
 

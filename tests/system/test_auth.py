@@ -8,14 +8,26 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import socketio
 from tests.system.server import REPO, ServerProcess
+
+# python-socketio waits 1 s for the namespace's connect by default: too short on a loaded
+# 2-core machine ("Unexpected connection error" in CI, 50 sockets connecting at once).
+CONNECT_S = 30
+
+pytestmark = pytest.mark.postgresql  # about what is stored: on PostgreSQL too
 
 
 async def _connect(url: str, token: str | None) -> bool:
     sio = socketio.AsyncClient()
     try:
-        await sio.connect(url, transports=["websocket"], auth={"token": token} if token else None)
+        await sio.connect(
+            url,
+            transports=["websocket"],
+            wait_timeout=CONNECT_S,
+            auth={"token": token} if token else None,
+        )
     except socketio.exceptions.ConnectionError:
         return False
     ok = (await sio.call("join_jobs", {}))["ok"]

@@ -40,14 +40,6 @@ from ray.util.placement_group import placement_group, remove_placement_group  # 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def database_url() -> None:
-    """SQLite only: the executor places, loses and resumes jobs on Ray the same way whichever
-    database the server keeps, and a PostgreSQL run of each cost CI a minute. The platform's
-    job states on PostgreSQL are tested by the API and durability tests."""
-    return None
-
-
 SHORT = {"max_steps": 12, "batch_size": 4, "save_every": 6, "eval_every": 0}
 LONG = {"max_steps": 20000, "batch_size": 4, "save_every": 10, "eval_every": 0}  # cancelled early
 REVIEWS = EXAMPLES / "code_review"

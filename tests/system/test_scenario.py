@@ -10,8 +10,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import socketio
 from tests.system.server import ARITHMETIC, ServerProcess, upload
+
+# python-socketio waits 1 s for the namespace's connect by default: too short on a loaded
+# 2-core machine ("Unexpected connection error" in CI, 50 sockets connecting at once).
+CONNECT_S = 30
+
+pytestmark = pytest.mark.postgresql  # the whole road once on each database
 
 SL_CONFIG = {"max_steps": 12, "batch_size": 8, "save_every": 6, "eval_every": 6}
 
@@ -37,7 +44,7 @@ async def _watch_job(url: str, job_id: str, after_seq: int = 0) -> tuple[list[di
         if data["job_id"] == job_id and data["state"] in final:
             listed.set()
 
-    await sio.connect(url, transports=["websocket"])
+    await sio.connect(url, transports=["websocket"], wait_timeout=CONNECT_S)
     assert (await sio.call("join_jobs", {}))["ok"]
     ack = await sio.call("join_job", {"job_id": job_id, "after_seq": after_seq})
     assert ack["ok"], ack
@@ -51,7 +58,9 @@ async def _watch_job(url: str, job_id: str, after_seq: int = 0) -> tuple[list[di
 async def _connects(url: str, origin: str) -> bool:
     sio = socketio.AsyncClient()
     try:
-        await sio.connect(url, transports=["websocket"], headers={"Origin": origin})
+        await sio.connect(
+            url, transports=["websocket"], wait_timeout=CONNECT_S, headers={"Origin": origin}
+        )
     except socketio.exceptions.ConnectionError:
         return False
     await sio.disconnect()

@@ -11,19 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import socketio
 from tests.system.server import ARITHMETIC, REPO, ServerProcess, upload, wait_for
 
-
-@pytest.fixture
-def database_url() -> None:
-    """SQLite only: what this tests is Socket.IO's fan-out (events replayed from the run
-    directory, then published as the server reads them) and revocation closing sockets; its
-    PostgreSQL run cost 27 s. Job states and tokens on PostgreSQL are tested by the API, auth
-    and durability tests."""
-    return None
-
+# python-socketio waits 1 s for the namespace's connect by default: too short on a loaded
+# 2-core machine ("Unexpected connection error" in CI, 50 sockets connecting at once).
+CONNECT_S = 30
 
 WATCHERS = 50
 FINAL = ("succeeded", "failed", "cancelled")
@@ -58,7 +51,7 @@ class Watcher:
 
     async def connect(self, url: str) -> None:
         auth = {"token": self.token} if self.token else None
-        await self.sio.connect(url, transports=["websocket"], auth=auth)
+        await self.sio.connect(url, transports=["websocket"], wait_timeout=CONNECT_S, auth=auth)
 
 
 def _token(server: ServerProcess, *command: str) -> str:
@@ -167,7 +160,14 @@ def test_revoking_a_token_closes_its_sockets(tmp_path: Path, database_url: str |
         # Reconnecting with the revoked token is refused; the other token still works.
         refused = socketio.AsyncClient(reconnection=False)
         try:
-            asyncio.run(refused.connect(server.url, transports=["websocket"], auth={"token": cli}))
+            asyncio.run(
+                refused.connect(
+                    server.url,
+                    transports=["websocket"],
+                    wait_timeout=CONNECT_S,
+                    auth={"token": cli},
+                )
+            )
             raise AssertionError("a revoked token connected")
         except socketio.exceptions.ConnectionError:
             pass
