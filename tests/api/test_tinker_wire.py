@@ -464,3 +464,66 @@ def test_an_evaluation_on_the_tinker_backend_matches_the_local_one(
         for a, b in zip(got["answers"], want["answers"], strict=True):
             assert a["score"] == b["score"]
             assert a["nll"] == pytest.approx(b["nll"], rel=1e-6)
+
+
+def test_a_review_on_the_tinker_backend_matches_the_local_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review (algorithms/review.py) with `backend: tinker` scores its pairs through the SDK
+    over the wire: a committee of two sampler checkpoints saved over the wire gives the same
+    probabilities as the same checkpoints read from the server's disk by the local engine."""
+    import importlib
+    import json
+
+    from thinker.algorithms import review
+    from thinker.algorithms.review_config import ReviewConfig
+    from thinker.engine.local import checkpoints
+    from thinker.engine.local.models import load_tokenizer
+
+    sdk_sampling = importlib.import_module("tinker.lib.public_interfaces.sampling_client")
+    monkeypatch.setattr(
+        sdk_sampling, "_load_tokenizer_from_model_info", lambda name, *_: load_tokenizer(name)
+    )
+    rows = [{"prompt": f"{i}+1", "chosen": str(i + 1), "rejected": str(i + 2)} for i in range(5)]
+    dataset = tmp_path / "pairs.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    settings = make_settings(tmp_path / "data", None)
+    with _serving(settings) as root:
+        wire = tinker.ServiceClient(base_url=root, api_key="tml-x")
+        try:
+            client = wire.create_lora_training_client(TINY, rank=4, seed=2).result()
+            paths = [client.save_weights_for_sampler("before").result().path]
+            client.forward_backward([_datum(TOKENS)], "cross_entropy").result()
+            client.optim_step(types.AdamParams(learning_rate=5e-2)).result()
+            paths.append(client.save_weights_for_sampler("after").result().path)
+            storage = settings.data_dir / "tinker"
+            on_disk = [str(checkpoints.resolve(p, storage)) for p in paths]
+            found = {}
+            for backend, committee in (("tinker", paths), ("local", on_disk)):
+                config = ReviewConfig(
+                    dataset=dataset,
+                    reward_models=committee,
+                    base_model=TINY,
+                    backend=backend,
+                    queue_size=3,
+                    log_path=tmp_path / backend,
+                )
+                service = None
+                if backend == "tinker":
+                    service = thinker.ServiceClient(
+                        backend="tinker", base_url=root, api_key="tml-x"
+                    )
+                try:
+                    asyncio.run(review.main(config, service=service))
+                finally:
+                    if service is not None:
+                        service.close("success")
+                lines = (tmp_path / backend / review.PAIRS).read_text().splitlines()
+                found[backend] = [json.loads(line) for line in lines]
+        finally:
+            wire.close("success")
+    remote, local = found["tinker"], found["local"]
+    assert [r["index"] for r in remote] == [r["index"] for r in local]  # the same queue order
+    for got, want in zip(remote, local, strict=True):
+        assert got["p_a"] == pytest.approx(want["p_a"], abs=1e-6)
+        assert got["p_a"][0] != pytest.approx(got["p_a"][1], abs=1e-9)  # two different models

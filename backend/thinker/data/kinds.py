@@ -27,6 +27,8 @@ TRAINS_ON: dict[str, tuple[DatasetKind, ...]] = {
     "batch": (DatasetKind.CHAT, DatasetKind.PROMPT_COMPLETION, DatasetKind.PROBLEMS),
     # an evaluation answers them too, and scores the answers against their references
     "eval": (DatasetKind.CHAT, DatasetKind.PROMPT_COMPLETION, DatasetKind.PROBLEMS),
+    # a review scores preference pairs with a reward model's checkpoints
+    "review": (DatasetKind.PREFERENCES,),
 }
 
 # The fields a row of each kind needs, as error messages name them.

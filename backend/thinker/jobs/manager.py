@@ -52,13 +52,14 @@ from thinker.jobs.start import (
     job_config,
     proposal_for,
     resolve_eval_models,
+    resolve_review,
     resolve_start,
 )
 from thinker.jobs.states import ACTIVE_STATES, RESUMABLE_STATES, JobState
 from thinker.runs import CheckpointRecord, MetricsTail, RunDir
 from thinker.secrets import read_judge_key, read_secret
 from thinker.settings import Settings
-from thinker.store import Dataset, Job, Model, new_id, now
+from thinker.store import Dataset, Job, Model, ReviewAnswer, new_id, now
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -221,6 +222,13 @@ class JobManager:
         if algorithm == "eval":  # the base model first, then config.models, each resolved
             async with self.sessions() as session:
                 start, config = await resolve_eval_models(
+                    session, self.settings.runs_dir, base_model, config, backend
+                )
+            lookup, fit = await self._refs(), []
+            check_dataset_files(algorithm, dataset_id, config, lookup)
+        elif algorithm == "review":  # a library reward model's checkpoints score the pairs
+            async with self.sessions() as session:
+                start, config = await resolve_review(
                     session, self.settings.runs_dir, base_model, config, backend
                 )
             lookup, fit = await self._refs(), []
@@ -495,6 +503,7 @@ class JobManager:
         async with self.sessions() as session:
             models = (await session.scalars(select(Model.id).where(Model.job_id == job_id))).all()
             await session.execute(delete(Model).where(Model.job_id == job_id))
+            await session.execute(delete(ReviewAnswer).where(ReviewAnswer.job_id == job_id))
             result = await session.execute(
                 delete(Job).where(Job.id == job_id, Job.state.not_in(_NOT_DELETABLE))
             )
@@ -698,6 +707,9 @@ class JobManager:
         if exists is not None:
             return
         step, stage = _count(data, "step", 0), data.get("stage")
+        # an rm job's models are reward models, as an rlhf job's rm stage makes (its metrics
+        # are the run's own, not a stage's)
+        kind = "rm" if job.algorithm == "rm" else stage
         label = f"{job.name}/{stage}" if stage else job.name
         session.add(
             Model(
@@ -708,7 +720,7 @@ class JobManager:
                 base_model=job.base_model,
                 backend=job.backend,
                 step=step,
-                stage=stage,
+                stage=kind,
                 sampler_path=path,
                 state_path=data.get("state_path"),
                 metrics=self._metrics_at(job.id, step, stage),

@@ -25,6 +25,7 @@ from pydantic import (
     ConfigDict,
     Field,
     RootModel,
+    StrictInt,
     TypeAdapter,
     ValidationError,
     create_model,
@@ -44,8 +45,10 @@ from thinker.pipeline.config import (
     BatchRun,
     DPOTraining,
     EvalRun,
+    ReviewRun,
     RLHFTraining,
     RLTraining,
+    RMTraining,
     SLTraining,
 )
 from thinker.pipeline.proposal import DataFacts, propose
@@ -66,6 +69,7 @@ PREFIX = {
     "rm": "RM",
     "batch": "Batch",
     "eval": "Eval",
+    "review": "Review",
 }
 
 
@@ -209,6 +213,7 @@ def _stage_field(model: type[BaseModel], description: str, default: bool) -> tup
 
 
 SLJobConfig = _section("sl", SLTraining)
+RMJobConfig = _section("rm", RMTraining)
 DPOJobConfig = _section("dpo", DPOTraining)
 RLJobConfig = _section("rl", RLTraining)
 RLHFJobConfig = _derive(
@@ -265,13 +270,38 @@ EvalJobConfig = _derive(
         )
     },
 )
+# A review job's committee: the server puts in the reward model's checkpoints, head and length.
+REVIEW_SERVER_SET = ("reward_models", "head", "max_length")
+COMMITTEE_DEFAULT, COMMITTEE_MAX = 3, 8
+ReviewJobConfig = _derive(
+    "ReviewJobConfig",
+    "The settings of a review job (the checkpoints of the reward model named as base_model "
+    "score every preference pair of its dataset; the least certain make a queue for a "
+    "person); each left out takes its default.",
+    ReviewRun,
+    {*SERVER_SET, *NOT_IN_CONFIG, *REVIEW_SERVER_SET},
+    added={
+        "committee": (
+            StrictInt,
+            Field(
+                COMMITTEE_DEFAULT,
+                gt=0,
+                le=COMMITTEE_MAX,
+                description="How many of the reward model's checkpoints score each pair: it "
+                "and the ones its job saved before it, the latest first.",
+            ),
+        )
+    },
+)
 JOB_CONFIGS: dict[str, type[BaseModel]] = {
     "sl": SLJobConfig,
     "dpo": DPOJobConfig,
     "rl": RLJobConfig,
     "rlhf": RLHFJobConfig,
+    "rm": RMJobConfig,
     "batch": BatchJobConfig,
     "eval": EvalJobConfig,
+    "review": ReviewJobConfig,
 }
 
 
@@ -288,6 +318,10 @@ def by_algorithm(
             what = "The id of the dataset whose rows the model answers"
         if algorithm == "eval":
             what = "The id of the eval set the models answer"
+        if algorithm == "rm":
+            what = "The id of the preference pairs the reward model learns from"
+        if algorithm == "review":
+            what = "The id of the preference pairs the reward model's checkpoints score"
         if algorithm == "rlhf":
             what = "The id of the SL stage's demonstrations"
             then = "; config.rm and config.rl name theirs"

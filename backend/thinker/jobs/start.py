@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from sqlalchemy import select
+
 from thinker.algorithms.evaluation import names_weights
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
@@ -24,6 +26,7 @@ from thinker.bounds import MAX_STEPS
 from thinker.engine.local import checkpoints
 from thinker.engine.local.hub import ModelFacts, inspect_model
 from thinker.errors import CheckpointError, ConfigError, DamagedError, NotFoundError
+from thinker.jobs.request_config import COMMITTEE_DEFAULT, COMMITTEE_MAX
 from thinker.jobs.spec import DatasetRef
 from thinker.pipeline.proposal import DataFacts, Proposal, propose
 from thinker.store import Job, Model
@@ -174,6 +177,67 @@ async def resolve_eval_models(
 RM_DEFAULTS = RewardModelConfig.model_fields  # what an rlhf job's rm stage trains by default
 
 
+def rm_settings(job: Job | None) -> dict[str, Any]:
+    """The settings a reward model trained with: an rm job's config, an rlhf job's rm stage."""
+    if job is None:
+        return {}
+    config = job.config or {}
+    return config if job.algorithm == "rm" else config.get("rm", {})  # type: ignore[no-any-return]
+
+
+async def resolve_review(
+    session: Any, runs_dir: Path, base_model: str, config: dict[str, Any], backend: str
+) -> tuple[StartPoint, dict[str, Any]]:
+    """A review job's committee: the library reward model named as its `base_model` (an RLHF
+    job's rm stage) and the `config.committee` - 1 checkpoints its stage saved before it, oldest
+    first, with the head and max_length it trained with. Returns where the job starts (the
+    reward model as its parent, on its base model) and the config with the committee in it.
+
+    Raises:
+        ConfigError: Not a library reward model, or its files are gone.
+    """
+    if not base_model.startswith("mdl_"):
+        raise ConfigError(
+            f"base_model: a review job reviews a library reward model (mdl_...), not {base_model!r}"
+        )
+    model = await _library_model(session, base_model, backend, "base_model", "review")
+    if model.stage != "rm":
+        raise ConfigError(
+            f"base_model: {model.id} is not a reward model (an RLHF job's rm stage trains one)"
+        )
+    config = dict(config)
+    size = config.pop("committee", COMMITTEE_DEFAULT)
+    if type(size) is not int or not 0 < size <= COMMITTEE_MAX:
+        raise ConfigError(f"config.committee: a whole number from 1 to {COMMITTEE_MAX}")
+    rows = await session.scalars(
+        select(Model)
+        .where(Model.job_id == model.job_id, Model.stage == "rm", Model.step <= model.step)
+        .order_by(Model.step.desc())
+        .limit(size)
+    )
+    committee = list(rows)[::-1]  # oldest first: the reviewed model last
+    paths = []
+    for member in committee:
+        path = member.sampler_path
+        if backend == "local":
+            try:
+                path = str(local_checkpoint(runs_dir, member, path))
+            except NotFoundError as e:
+                raise ConfigError(f"base_model: {e}") from None
+        paths.append(path)
+    job = await session.get(Job, model.job_id)
+    trained = rm_settings(job)
+    config.update(
+        reward_models=paths,
+        head=trained.get("head", RM_DEFAULTS["head"].default),
+        max_length=trained.get("max_length") or RM_DEFAULTS["max_length"].default,
+    )
+    facts = (
+        _tinker_facts(model.base_model) if backend == "tinker" else await _inspect(model.base_model)
+    )
+    return StartPoint(model.base_model, facts, model, None, None), config
+
+
 async def _reward_model(
     session: Any, runs_dir: Path, scorer: dict[str, Any], backend: str
 ) -> dict[str, Any]:
@@ -192,7 +256,7 @@ async def _reward_model(
         except NotFoundError as e:
             raise ConfigError(f"{where}: {e}") from None
     job = await session.get(Job, model.job_id)
-    trained = (job.config or {}).get("rm", {}) if job is not None else {}
+    trained = rm_settings(job)
     return {
         **scorer,
         "reward_model": path,

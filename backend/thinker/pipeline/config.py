@@ -53,6 +53,7 @@ from pydantic import (
 from thinker.algorithms.batch_config import BatchConfig
 from thinker.algorithms.dpo_config import DPOConfig
 from thinker.algorithms.evaluation_config import EvalConfig
+from thinker.algorithms.review_config import ReviewConfig
 from thinker.algorithms.reward_model_config import RewardModelConfig
 from thinker.algorithms.rl_config import RLConfig
 from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
@@ -64,7 +65,8 @@ from thinker.renderers import known_renderer
 
 Backend = Literal["local", "tinker"]
 ALGORITHMS = ("sl", "dpo", "rl", "rlhf")  # what trains (and what a proposal is made for)
-JOB_ALGORITHMS = (*ALGORITHMS, "batch", "eval")  # what a job of the server may run
+# What a job of the server may run: rm retrains a reward model (from one, or the base model)
+JOB_ALGORITHMS = (*ALGORITHMS, "rm", "batch", "eval", "review")
 # rlhf is itself three stages (it links its own); rm, a judge for a later rl stage, is a stage
 STAGE_ALGORITHMS = ("sl", "dpo", "rl", "rm")
 # What `training:` may give once for every stage (a stage's own value wins), and what every
@@ -200,9 +202,11 @@ class RLHFTraining(_PipelineSection, RLHFConfig):
 
 
 class RMTraining(_PipelineSection, RewardModelConfig):
-    """`algorithm: rm` (stages only): a pairwise judge that later rl stages with
-    `reward: {type: reward_model}` are scored by. It trains from the base model, not from the
-    stage before it, so it owes nothing to the policy it judges (as in `algorithm: rlhf`)."""
+    """`algorithm: rm`: a pairwise judge that later rl stages with `reward: {type:
+    reward_model}` are scored by. As a stage it trains from the base model, not from the stage
+    before it, so it owes nothing to the policy it judges (as in `algorithm: rlhf`); as a job
+    of the server it trains a reward model anew or retrains a library one (`base_model:
+    mdl_...`, on the answers of a review job, say)."""
 
     algorithm: Literal["rm"] = "rm"
 
@@ -234,10 +238,22 @@ class EvalRun(_PipelineSection, EvalConfig):
         return EvalConfig.model_validate(self._run_fields(run_dir, overrides))
 
 
+class ReviewRun(_PipelineSection, ReviewConfig):
+    """`algorithm: review` (a job of the server): a reward model's checkpoints score preference
+    pairs and the least certain make a queue for a person (algorithms/review.py); nothing is
+    trained."""
+
+    algorithm: Literal["review"] = "review"
+
+    def to_run_config(self, run_dir: Path, **overrides: Any) -> ReviewConfig:
+        """The review's config, writing into `run_dir`."""
+        return ReviewConfig.model_validate(self._run_fields(run_dir, overrides))
+
+
 StageSection = SLTraining | DPOTraining | RLTraining | RMTraining
 TrainingSection = SLTraining | DPOTraining | RLTraining | RLHFTraining | RMTraining
-JobSection = TrainingSection | BatchRun | EvalRun
-WorkSection = BatchRun | EvalRun  # jobs that train nothing: no report, no model
+JobSection = TrainingSection | BatchRun | EvalRun | ReviewRun
+WorkSection = BatchRun | EvalRun | ReviewRun  # jobs that train nothing: no report, no model
 _STAGE_CLASSES: dict[str, type[StageSection]] = {
     "sl": SLTraining,
     "dpo": DPOTraining,
@@ -266,8 +282,10 @@ JobConfig = Annotated[
     | Annotated[DPOTraining, Tag("dpo")]
     | Annotated[RLTraining, Tag("rl")]
     | Annotated[RLHFTraining, Tag("rlhf")]
+    | Annotated[RMTraining, Tag("rm")]
     | Annotated[BatchRun, Tag("batch")]
-    | Annotated[EvalRun, Tag("eval")],
+    | Annotated[EvalRun, Tag("eval")]
+    | Annotated[ReviewRun, Tag("review")],
     Discriminator(_algorithm_of),
 ]
 StageConfig = Annotated[

@@ -28,6 +28,7 @@ from thinker.pipeline.config import (
     DPOTraining,
     RLHFTraining,
     RLTraining,
+    RMTraining,
     SLTraining,
     TrainingSection,
 )
@@ -267,6 +268,10 @@ def _metric(
     if isinstance(section, DPOTraining):
         first, last = logged(run_dir, "eval_accuracy")
         return Metric("accuracy", "held-out preference accuracy", last, first, True, base_label)
+    if isinstance(section, RMTraining):
+        first, last = logged(run_dir, "rm_eval_accuracy")
+        label = "held-out preference accuracy (judged)"
+        return Metric("accuracy", label, last, first, True, base_label)
     if isinstance(section, RLHFTraining):
         win = _finite(result.final_metrics.get("eval_win_rate_vs_sl"))
         label = "held-out win rate of the RL stage over the SL stage (judged)"

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from thinker.algorithms import batch, evaluation
+from thinker.algorithms import batch, evaluation, review
 from thinker.algorithms.common import RunResult, make_service
 from thinker.algorithms.rlhf import compare_policies, held_out_problems
 from thinker.engine import ServiceClient
@@ -38,6 +38,7 @@ from thinker.pipeline.config import (
     EvalRun,
     JobSection,
     PipelineConfig,
+    ReviewRun,
     RLHFTraining,
     RLTraining,
     RMTraining,
@@ -67,6 +68,8 @@ async def train_job(section: JobSection, run: RunDir, logger: MetricsLogger) -> 
         return await batch.main(section.to_run_config(run.path), logger)
     if isinstance(section, EvalRun):
         return await evaluation.main(section.to_run_config(run.path), logger)
+    if isinstance(section, ReviewRun):
+        return await review.main(section.to_run_config(run.path), logger)
     if not isinstance(section, RLHFTraining):
         service = make_service(section, run.path)
         return await train_section(section, run.path, service, logger=logger)

@@ -1,4 +1,5 @@
-"""The platform's tables: datasets, jobs, models, deployments, API tokens and settings.
+"""The platform's tables: datasets, jobs, models, deployments, review answers, API tokens and
+settings.
 
 Times are UTC epoch seconds (floats): the same on SQLite and PostgreSQL, and cheap to compare
 for heartbeats. Ids are server-made (`ds_`, `job_`, `mdl_`, `tok_` + 12 hex digits) and are
@@ -151,6 +152,18 @@ class Deployment(Base):
     next_cycle_at: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
+
+
+class ReviewAnswer(Base):
+    """A person's answer to one pair of a review job's queue (algorithms/review.py): which of
+    the two answers shown is better, or a tie."""
+
+    __tablename__ = "review_answers"
+
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    pair: Mapped[int] = mapped_column(Integer, primary_key=True)  # its index in the review
+    choice: Mapped[str] = mapped_column(String(8))  # a | b | tie
+    answered_at: Mapped[float] = mapped_column(Float, default=now)
 
 
 class ApiToken(Base):

@@ -50,8 +50,9 @@ function resolve(schema: PropertySchema): PropertySchema & ConfigSchema {
   return target ?? (schema as PropertySchema & ConfigSchema)
 }
 
-/** Whether `algorithm` trains a model (batch answers and evaluations do not): those POST /api/jobs/proposal
- * takes, and the only ones with a report, checkpoints and models. */
+/** Whether `algorithm` trains a model, its settings proposed from the data (POST
+ * /api/jobs/proposal takes it): the policies' algorithms and rm, a reward model. Batch answers,
+ * evaluations and reviews train nothing (Training/evaluation.ts, trainsNothing). */
 export function trains(algorithm: Algorithm): algorithm is TrainingAlgorithm {
   return algorithm in (SCHEMAS.JobProposalRequest.discriminator?.mapping ?? {})
 }

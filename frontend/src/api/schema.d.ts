@@ -403,7 +403,8 @@ export interface paths {
         };
         /**
          * Read Jobs
-         * @description Jobs, newest first, filtered by state, algorithm, backend or dataset.
+         * @description Jobs, newest first, filtered by state, algorithm, backend, dataset or the library model
+         *     they started from (a review job: the reward model it reviews).
          */
         get: operations["read_jobs"];
         put?: never;
@@ -706,6 +707,70 @@ export interface paths {
          * @description Queue a paused, interrupted or failed job again, from its last checkpoint.
          */
         post: operations["resume_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Job Review
+         * @description A review job's summary (the reviewed checkpoint's calibration on the dataset's labels,
+         *     the committee's agreement) and its queue, least certain first, with the answers so far.
+         */
+        get: operations["read_job_review"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/review/dataset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create Review Dataset
+         * @description A new version of the reviewed dataset with the answers in it: a pair judged the other
+         *     way round has its chosen and rejected swapped, a tie is dropped. Retrain the reward model
+         *     on it with an `rm` job whose base_model is the reviewed model.
+         */
+        post: operations["create_review_dataset"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/review/{pair}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Answer Job Review
+         * @description Answer (or change the answer to) one queued pair; the item comes back with the
+         *     dataset's label and the reward model's probabilities.
+         */
+        put: operations["answer_job_review"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1355,6 +1420,33 @@ export interface components {
             /** Path */
             path?: string | null;
         };
+        /** Calibration */
+        Calibration: {
+            /** Accuracy */
+            accuracy: number;
+            /** Bins */
+            bins: components["schemas"]["CalibrationBin"][];
+            /** Confidence */
+            confidence: number;
+            /** Ece */
+            ece: number;
+        };
+        /**
+         * CalibrationBin
+         * @description Pairs whose confidence fell in [low, high): how sure the model was, how often right.
+         */
+        CalibrationBin: {
+            /** Accuracy */
+            accuracy: number;
+            /** Confidence */
+            confidence: number;
+            /** High */
+            high: number;
+            /** Low */
+            low: number;
+            /** Pairs */
+            pairs: number;
+        };
         /**
          * ChatCompletionCreate
          * @description OpenAI's chat completion request, the parameters Thinker's samplers support.
@@ -1435,6 +1527,13 @@ export interface components {
         CheckpointsPublic: {
             /** Data */
             data: components["schemas"]["CheckpointPublic"][];
+        };
+        /** CommitteeMember */
+        CommitteeMember: {
+            /** Accuracy */
+            accuracy: number;
+            /** Weights */
+            weights: string;
         };
         /**
          * CompareRequest
@@ -2720,7 +2819,7 @@ export interface components {
          * JobCreate
          * @description A job to check against its data and queue, by algorithm.
          */
-        JobCreate: components["schemas"]["SLJobCreate"] | components["schemas"]["DPOJobCreate"] | components["schemas"]["RLJobCreate"] | components["schemas"]["RLHFJobCreate"] | components["schemas"]["BatchJobCreate"] | components["schemas"]["EvalJobCreate"];
+        JobCreate: components["schemas"]["SLJobCreate"] | components["schemas"]["DPOJobCreate"] | components["schemas"]["RLJobCreate"] | components["schemas"]["RLHFJobCreate"] | components["schemas"]["RMJobCreate"] | components["schemas"]["BatchJobCreate"] | components["schemas"]["EvalJobCreate"] | components["schemas"]["ReviewJobCreate"];
         /** JobEvents */
         JobEvents: {
             /** Data */
@@ -2762,7 +2861,7 @@ export interface components {
          * JobProposalRequest
          * @description What to propose settings for: the settings given are kept, the rest proposed.
          */
-        JobProposalRequest: components["schemas"]["SLJobProposalRequest"] | components["schemas"]["DPOJobProposalRequest"] | components["schemas"]["RLJobProposalRequest"] | components["schemas"]["RLHFJobProposalRequest"];
+        JobProposalRequest: components["schemas"]["SLJobProposalRequest"] | components["schemas"]["DPOJobProposalRequest"] | components["schemas"]["RLJobProposalRequest"] | components["schemas"]["RLHFJobProposalRequest"] | components["schemas"]["RMJobProposalRequest"];
         /** JobPublic */
         JobPublic: {
             /** Algorithm */
@@ -4095,6 +4194,227 @@ export interface components {
              */
             dataset_id?: string | null;
         };
+        /**
+         * RMJobConfig
+         * @description The settings of a RM job; each left out takes its default or the server's proposal.
+         */
+        RMJobConfig: {
+            /**
+             * Batch Size
+             * @description Preference pairs per optimizer step, each judged in both orders. Left out, the server proposes it from the data and the base model.
+             */
+            batch_size?: number;
+            /**
+             * Beta1
+             * @description Adam's decay of the gradient's mean.
+             * @default 0.9
+             */
+            beta1: number;
+            /**
+             * Beta2
+             * @description Adam's decay of the squared gradient's mean.
+             * @default 0.95
+             */
+            beta2: number;
+            /**
+             * Eps
+             * @description Adam's epsilon, added to the denominator.
+             * @default 1e-8
+             */
+            eps: number;
+            /**
+             * Eval Dataset Id
+             * @description The id of a held-out dataset, of kind preferences; left out, eval_fraction of the dataset is held out.
+             */
+            eval_dataset_id?: string | null;
+            /**
+             * Eval Every
+             * @description Steps between evaluations of the judge's accuracy on the held-out pairs; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            eval_every?: number;
+            /**
+             * Eval Fraction
+             * @description The share of the dataset held out for evaluation when no eval_dataset is given (0: none).
+             * @default 0.1
+             */
+            eval_fraction: number;
+            /**
+             * Grad Clip Norm
+             * @description The most the global norm of the gradient of the mean loss (per trained token; DPO: per pair) may be; 0: no clipping.
+             * @default 1
+             */
+            grad_clip_norm: number;
+            /**
+             * Head
+             * @description judge: a pairwise judge that answers which of two responses is better (reward: a completion's win rate in its group); bradley_terry: a scalar score per response trained with -log sigmoid(r_chosen - r_rejected) (reward: the score).
+             * @default judge
+             * @enum {string}
+             */
+            head: "judge" | "bradley_terry";
+            /**
+             * Learning Rate
+             * @description The judge's peak learning rate (the cookbook's RLHF recipe uses 3e-4). Left out, the server proposes it from the data and the base model.
+             */
+            learning_rate?: number;
+            /**
+             * Lora Rank
+             * @description The adapter's rank, its capacity; 32 suits most datasets.
+             * @default 32
+             */
+            lora_rank: number;
+            /**
+             * Lr Schedule
+             * @description How the learning rate changes over the run: linear or cosine decay to 0 at the last step, or constant.
+             * @default linear
+             * @enum {string}
+             */
+            lr_schedule: "linear" | "cosine" | "constant";
+            /**
+             * Max Length
+             * @description Tokens of a judge prompt (both answers); longer ones keep their end.
+             * @default 1024
+             */
+            max_length: number;
+            /**
+             * Max Steps
+             * @description Optimizer steps to train; null: num_epochs passes over the pairs. Left out, the server proposes it from the data and the base model.
+             */
+            max_steps?: number | null;
+            /**
+             * Micro Batch Size
+             * @description Pairs per forward/backward pass (a step accumulates ceil(batch / micro) passes); null: as many as fit in free memory.
+             */
+            micro_batch_size?: number | null;
+            /**
+             * Num Epochs
+             * @description Passes over the pairs; ignored when max_steps is set.
+             * @default 1
+             */
+            num_epochs: number;
+            /**
+             * Quantization
+             * @description 4bit: QLoRA, the base weights quantized through bitsandbytes (the local backend on CUDA only); null: the base weights as they are.
+             */
+            quantization?: "4bit" | null;
+            /**
+             * Renderer
+             * @description How conversations become tokens; null: the base model's default renderer.
+             */
+            renderer?: string | null;
+            /**
+             * Save Every
+             * @description Steps between checkpoints, each a model in the library; 0: only at the end. Left out, the server proposes it from the data and the base model.
+             */
+            save_every?: number;
+            /**
+             * Seed
+             * @description Seeds the adapter's initial weights, the held-out split and the data order.
+             * @default 0
+             */
+            seed: number;
+            /**
+             * Warmup Steps
+             * @description Steps over which the learning rate rises from 0 to its peak.
+             * @default 0
+             */
+            warmup_steps: number;
+            /**
+             * Weight Decay
+             * @description AdamW's weight decay.
+             * @default 0
+             */
+            weight_decay: number;
+        };
+        /** RMJobCreate */
+        RMJobCreate: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "rm";
+            /**
+             * Auto Resume
+             * @description Times the job is resumed from its last checkpoint, without being asked, when its worker or the node it runs on is lost (0: it stays interrupted).
+             * @default 2
+             */
+            auto_resume: number;
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["RMJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the preference pairs the reward model learns from, of kind preferences.
+             */
+            dataset_id?: string | null;
+            /**
+             * Gpus
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl, dpo and rl jobs. The batch is shared out (and an rl step's groups sampled on every rank): the same steps, losses and checkpoints as one process.
+             * @default 1
+             */
+            gpus: number;
+            /**
+             * Memory Gb
+             * @description Host memory the job's worker needs, in GiB. Under the Ray executor its actor asks Ray for it, so the job waits for a node with that much unreserved; the local executor does not reserve memory.
+             */
+            memory_gb?: (number) | null;
+            /**
+             * Name
+             * @description Left out: "<dataset>-<algorithm>"; made unique either way.
+             */
+            name?: string | null;
+            /**
+             * Priority
+             * @description Higher starts first.
+             * @default 0
+             */
+            priority: number;
+        };
+        /** RMJobProposalRequest */
+        RMJobProposalRequest: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "rm";
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["RMJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the preference pairs the reward model learns from, of kind preferences.
+             */
+            dataset_id?: string | null;
+        };
         /** RankedModel */
         RankedModel: {
             /** Games */
@@ -4137,6 +4457,168 @@ export interface components {
             strength: number;
             /** Wins */
             wins: number;
+        };
+        /** ReviewAnswerBody */
+        ReviewAnswerBody: {
+            /**
+             * Choice
+             * @description The better answer as shown (a or b), or tie: neither is better.
+             * @enum {string}
+             */
+            choice: "a" | "b" | "tie";
+        };
+        /** ReviewDatasetBody */
+        ReviewDatasetBody: {
+            /**
+             * Name
+             * @description The version's name; null: the parent's.
+             */
+            name?: string | null;
+        };
+        /**
+         * ReviewItem
+         * @description A queued pair, shown blind: which answer the dataset chose and what the reward model
+         *     thinks are given once the pair is answered.
+         */
+        ReviewItem: {
+            /** A */
+            a: string;
+            /** Answer */
+            answer: ("a" | "b" | "tie") | null;
+            /** B */
+            b: string;
+            /** Disagreement */
+            disagreement: number;
+            /** Label */
+            label: ("a" | "b") | null;
+            /** Line */
+            line: number;
+            /** P A */
+            p_a: number[] | null;
+            /** P Mean */
+            p_mean: number | null;
+            /** Pair */
+            pair: number;
+            /** Prompt */
+            prompt: {
+                [key: string]: unknown;
+            }[];
+            /** Uncertainty */
+            uncertainty: number;
+        };
+        /**
+         * ReviewJobConfig
+         * @description The settings of a review job (the checkpoints of the reward model named as base_model score every preference pair of its dataset; the least certain make a queue for a person); each left out takes its default.
+         */
+        ReviewJobConfig: {
+            /**
+             * Committee
+             * @description How many of the reward model's checkpoints score each pair: it and the ones its job saved before it, the latest first.
+             * @default 3
+             */
+            committee: number;
+            /**
+             * Max Pairs
+             * @description Score at most this many pairs (null: all).
+             * @default 500
+             */
+            max_pairs: number | null;
+            /**
+             * Queue Size
+             * @description How many of the least certain pairs make the queue.
+             * @default 20
+             */
+            queue_size: number;
+            /**
+             * Seed
+             * @description Which answer of a pair is shown first (A) in the queue: a seeded coin per pair, so a person cannot tell the dataset's label from the order.
+             * @default 0
+             */
+            seed: number;
+        };
+        /** ReviewJobCreate */
+        ReviewJobCreate: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            algorithm: "review";
+            /**
+             * Auto Resume
+             * @description Times the job is resumed from its last checkpoint, without being asked, when its worker or the node it runs on is lost (0: it stays interrupted).
+             * @default 2
+             */
+            auto_resume: number;
+            /**
+             * Backend
+             * @description Where it trains: local (this machine) or tinker (Tinker's GPUs).
+             * @default local
+             * @enum {string}
+             */
+            backend: "local" | "tinker";
+            /**
+             * Base Model
+             * @description A built-in (thinker/tiny), a hub id, a directory on the server, or a library model (mdl_...) to continue training.
+             * @default thinker/tiny
+             */
+            base_model: string;
+            /**
+             * @description The algorithm's settings; each left out takes its default or the server's proposal.
+             * @default {}
+             */
+            config: components["schemas"]["ReviewJobConfig"];
+            /**
+             * Dataset Id
+             * @description The id of the preference pairs the reward model's checkpoints score, of kind preferences.
+             */
+            dataset_id?: string | null;
+            /**
+             * Gpus
+             * @description Processes that train the job data-parallel, one GPU each on one machine (on a server without GPUs, CPU processes); sl, dpo and rl jobs. The batch is shared out (and an rl step's groups sampled on every rank): the same steps, losses and checkpoints as one process.
+             * @default 1
+             */
+            gpus: number;
+            /**
+             * Memory Gb
+             * @description Host memory the job's worker needs, in GiB. Under the Ray executor its actor asks Ray for it, so the job waits for a node with that much unreserved; the local executor does not reserve memory.
+             */
+            memory_gb?: (number) | null;
+            /**
+             * Name
+             * @description Left out: "<dataset>-<algorithm>"; made unique either way.
+             */
+            name?: string | null;
+            /**
+             * Priority
+             * @description Higher starts first.
+             * @default 0
+             */
+            priority: number;
+        };
+        /** ReviewPublic */
+        ReviewPublic: {
+            /** Answered */
+            answered: number;
+            /** Data */
+            data: components["schemas"]["ReviewItem"][];
+            summary: components["schemas"]["ReviewSummary"] | null;
+        };
+        /**
+         * ReviewSummary
+         * @description What the review found (algorithms/review.py).
+         */
+        ReviewSummary: {
+            calibration: components["schemas"]["Calibration"];
+            /** Checkpoints */
+            checkpoints: components["schemas"]["CommitteeMember"][];
+            /** Committee */
+            committee: number;
+            /** Pairs */
+            pairs: number;
+            /** Queue Size */
+            queue_size: number;
+            /** Unanimous */
+            unanimous: number;
         };
         /**
          * RewardConfig
@@ -6121,9 +6603,10 @@ export interface operations {
         parameters: {
             query?: {
                 state?: components["schemas"]["JobState"] | null;
-                algorithm?: ("sl" | "dpo" | "rl" | "rlhf" | "batch" | "eval" | "tinker_sdk") | null;
+                algorithm?: ("sl" | "dpo" | "rl" | "rlhf" | "rm" | "batch" | "eval" | "review" | "tinker_sdk") | null;
                 backend?: ("local" | "tinker") | null;
                 dataset_id?: string | null;
+                parent_model_id?: string | null;
                 offset?: number;
                 limit?: number;
             };
@@ -7020,6 +7503,201 @@ export interface operations {
             };
             /** @description The job's state forbids it now (it has ended, or it is running) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    read_job_review: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewPublic"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such job, or not a review job */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_review_dataset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewDatasetBody"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetPublic"];
+                };
+            };
+            /** @description A body that cannot be parsed; under /v1, any invalid request (OpenAI's status) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such job, or not a review job */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No answer changes the dataset */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: `problems` names each field at fault and its limit */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No room left for the new version */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    answer_job_review: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+                pair: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewAnswerBody"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewItem"];
+                };
+            };
+            /** @description A body that cannot be parsed; under /v1, any invalid request (OpenAI's status) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API token (when auth is on) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such job, not a review job, or the pair is not queued */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

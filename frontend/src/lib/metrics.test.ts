@@ -14,6 +14,7 @@ describe('metric registry', () => {
       'inputs_done', 'inputs_total', 'answered', 'failed', 'flagged', 'applied', 'verified',
       'verification_failed', 'mean_confidence', 'shard_retries', 'actors_lost',
       'staleness_mean', 'staleness_max', 'frac_groups_stale', 'batch_wait_s', 'turns_mean', 'frac_truncated',
+      'review_accuracy',
     ]
     for (const key of logged) {
       expect(METRICS[key], key).toBeDefined()

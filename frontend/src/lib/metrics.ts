@@ -16,6 +16,7 @@ export type MetricSection =
   | 'batch'
   | 'answers'
   | 'evaluation'
+  | 'review'
   | 'other'
 
 /** All the series of one job, by metric key, oldest value first. */
@@ -47,6 +48,7 @@ export const SECTIONS: { id: MetricSection; title: string; blurb: string }[] = [
   { id: 'batch', title: 'Batch', blurb: 'What each step trained on.' },
   { id: 'answers', title: 'Answers', blurb: 'A batch job\'s work after each shard: inputs answered, flagged, applied; its pool.' },
   { id: 'evaluation', title: 'Evaluation', blurb: 'An eval job\'s models, one step each in order (the baseline first): mean score and NLL.' },
+  { id: 'review', title: 'Review', blurb: 'A review job\'s committee, one step per checkpoint (the oldest first, the reviewed one last).' },
   { id: 'other', title: 'Other', blurb: 'Metrics without a description yet.' },
 ]
 
@@ -382,6 +384,11 @@ const DEFINITIONS: MetricInfo[] = [
   metric('nll_mean', 'Mean NLL of the references', 'evaluation',
     'The model\'s mean negative log-likelihood per token of the eval set\'s reference answers (nats).',
     'Lower is better: the model finds the references more likely.'),
+  // Reviews (one row per checkpoint of the committee, the reviewed one last)
+  metric('review_accuracy', 'Agreement with the labels', 'review',
+    'The share of the dataset\'s pairs where the checkpoint gives the dataset\'s chosen answer P > 0.5.',
+    'Well above 0.5; on pairs the reward model trained on, near its training accuracy.',
+    (v) => (last(v) < 0.5 ? 'below 0.5: the checkpoint prefers the rejected answers more often than not' : null)),
   // Shared
   metric('learning_rate', 'Learning rate', 'optimizer',
     'Learning rate of the step, after warmup and the schedule.',
@@ -473,7 +480,7 @@ export function checkMetric(key: string, values: readonly number[], all: SeriesM
 /** The metric that best stands for "loss" in a job list sparkline, for any algorithm. */
 export function primaryMetric(keys: Iterable<string>): string | null {
   const have = new Set(keys)
-  const order = ['train_mean_nll', 'dpo_loss', 'rm_train_nll', 'reward_mean', 'loss:sum', 'mean_confidence', 'score_mean']
+  const order = ['train_mean_nll', 'dpo_loss', 'rm_train_nll', 'reward_mean', 'loss:sum', 'mean_confidence', 'score_mean', 'review_accuracy']
   return order.find((k) => have.has(k)) ?? null
 }
 

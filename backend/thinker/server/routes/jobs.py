@@ -27,7 +27,7 @@ from thinker.jobs.request_config import by_algorithm
 from thinker.jobs.start import job_config
 from thinker.jobs.states import JobState
 from thinker.names import Name
-from thinker.pipeline.config import JOB_ALGORITHMS
+from thinker.pipeline.config import ALGORITHMS, JOB_ALGORITHMS
 from thinker.runs import CheckpointRecord
 from thinker.server.deps import PlatformDep, SessionDep
 from thinker.server.platform import Platform
@@ -44,10 +44,11 @@ CONFIG_SCHEMAS = {
 }
 
 
-Algorithm = Literal["sl", "dpo", "rl", "rlhf"]  # what trains (and is proposed for)
-CreatedAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "batch", "eval"]  # what POST /api/jobs takes
+Algorithm = Literal["sl", "dpo", "rl", "rlhf", "rm"]  # what trains (and is proposed for)
+# What POST /api/jobs takes
+CreatedAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "rm", "batch", "eval", "review"]
 # What a job's algorithm can be: those a request creates, and a Tinker SDK client's run
-JobAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "batch", "eval", "tinker_sdk"]
+JobAlgorithm = Literal["sl", "dpo", "rl", "rlhf", "rm", "batch", "eval", "review", "tinker_sdk"]
 
 
 class JobProposalFields(BaseModel):
@@ -113,6 +114,7 @@ JobProposalRequest = by_algorithm(
     "JobProposalRequest",
     JobProposalFields,
     "What to propose settings for: the settings given are kept, the rest proposed.",
+    (*ALGORITHMS, "rm"),
 )
 
 
@@ -340,16 +342,19 @@ async def read_jobs(
     algorithm: JobAlgorithm | None = None,
     backend: Literal["local", "tinker"] | None = None,
     dataset_id: str | None = None,
+    parent_model_id: str | None = None,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> JobsPublic:
-    """Jobs, newest first, filtered by state, algorithm, backend or dataset."""
+    """Jobs, newest first, filtered by state, algorithm, backend, dataset or the library model
+    they started from (a review job: the reward model it reviews)."""
     query = select(Job)
     for column, value in (
         (Job.state, state),
         (Job.algorithm, algorithm),
         (Job.backend, backend),
         (Job.dataset_id, dataset_id),
+        (Job.parent_model_id, parent_model_id),
     ):
         if value is not None:
             query = query.where(column == value)

@@ -1,6 +1,7 @@
-// What one can do with a model: sample it, train it further, evaluate it against its base
-// model, deploy it under a name, download its adapter, export it merged, compare it, delete
-// it. Tinker models answer 409 for the file actions; the message says why.
+// What one can do with a model: sample it, train it further (a reward model: retrain it),
+// evaluate it against its base model, deploy it under a name, download its adapter, export it
+// merged, compare it, delete it. Tinker models answer 409 for the file actions; the message
+// says why.
 import { useMutation, useQueryClient } from '@tanstack/react-query'
 import { useState } from 'react'
 import { Link, useNavigate } from 'react-router-dom'
@@ -21,7 +22,11 @@ export function ModelActions({ model }: { model: ModelDetail }) {
     <div className="flex flex-col items-end gap-2">
       <div className="flex flex-wrap justify-end gap-2">
         <Link to={`/playground?model=${encodeURIComponent(model.id)}`} className="btn-cta">Open in playground</Link>
-        {model.backend === 'local' && (
+        {model.stage === 'rm' ? (
+          <Link to={retrainLink(model)} className="btn-ghost" title="An rm job that retrains this reward model on preference pairs">
+            Retrain
+          </Link>
+        ) : model.backend === 'local' && (
           <Link to={`/training/wizard?from=${encodeURIComponent(model.id)}`} className="btn-ghost" title="A new job that starts from this model's weights">
             Train further
           </Link>
@@ -39,6 +44,11 @@ export function ModelActions({ model }: { model: ModelDetail }) {
       {(error || remove.isError) && <p role="alert" className="max-w-md text-right text-sm text-bad">{error ?? remove.error?.message}</p>}
     </div>
   )
+}
+
+/** The new-job form of an rm job that retrains this reward model, on its backend. */
+function retrainLink(model: ModelDetail): string {
+  return `/training/new?${new URLSearchParams({ algorithm: 'rm', base_model: model.id, backend: model.backend })}`
 }
 
 /** The new-job form of an eval job: this model against its base model, on its backend. */

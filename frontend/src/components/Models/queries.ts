@@ -2,10 +2,13 @@
 // table does not flicker back while the list refetches. The leaderboard of an eval set lives
 // under ['models'] too: a job's state event (an eval job finishing) refreshes it. Deployments
 // are polled (the server's loop moves their cycles on, with no event): fast while a cycle is in
-// flight, slowly otherwise, for the notice badge.
+// flight, slowly otherwise, for the notice badge. A reward model's reviews live under ['jobs']:
+// a job's state event (a review finishing) refetches them and its queue.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { api, errorMessage, unwrap, type Schemas } from '../../api/client'
+import { isLive } from '../../api/vocabulary'
 import type { Deployment, DeploymentCreate, DeploymentSettings } from './deployments'
+import { withAnswer, type Choice, type Review } from './review'
 
 export type Model = Schemas['ModelPublic']
 export type ModelDetail = Schemas['ModelDetail']
@@ -78,6 +81,48 @@ export function useDatasetNames(): Map<string, string> {
     queryFn: async () => unwrap(await api.GET('/api/datasets', { params: { query: { limit: 1000 } } })),
   })
   return new Map((datasets.data?.data ?? []).map((d) => [d.id, `${d.name} v${d.version}`]))
+}
+
+/** A reward model's review jobs, newest first; polled while one runs. */
+export function useReviewJobs(modelId: string) {
+  return useQuery({
+    queryKey: ['jobs', 'list', 'review', modelId],
+    queryFn: async () =>
+      unwrap(await api.GET('/api/jobs', { params: { query: { algorithm: 'review', parent_model_id: modelId, limit: 200 } } })),
+    refetchInterval: (q) => (q.state.data?.data.some((j) => isLive(j.state)) ? 3_000 : false),
+  })
+}
+
+/** A review job's summary (null until it finished) and its queue with the answers so far;
+ * polled while the job runs. */
+export function useJobReview(jobId: string, live: boolean) {
+  return useQuery({
+    queryKey: ['jobs', jobId, 'review'],
+    queryFn: async () => unwrap(await api.GET('/api/jobs/{job_id}/review', { params: { path: { job_id: jobId } } })),
+    refetchInterval: live ? 5_000 : false,
+  })
+}
+
+/** Answer (or change the answer to) one pair of a review's queue: the pair comes back with its
+ * label and the model's probabilities, and takes its place in the cached queue. */
+export function useAnswerReview(jobId: string) {
+  const client = useQueryClient()
+  return useMutation({
+    mutationFn: async ({ pair, choice }: { pair: number; choice: Choice }) =>
+      unwrap(await api.PUT('/api/jobs/{job_id}/review/{pair}', { params: { path: { job_id: jobId, pair } }, body: { choice } })),
+    onSuccess: (item) => client.setQueryData<Review>(['jobs', jobId, 'review'], (review) => (review ? withAnswer(review, item) : review)),
+  })
+}
+
+/** A new version of the reviewed dataset with a review's answers in it (the server's 409 when
+ * no answer changes it: its detail is the error's message). */
+export function useReviewDataset(jobId: string) {
+  const client = useQueryClient()
+  return useMutation({
+    mutationFn: async (name: string) =>
+      unwrap(await api.POST('/api/jobs/{job_id}/review/dataset', { params: { path: { job_id: jobId } }, body: name.trim() ? { name: name.trim() } : {} })),
+    onSuccess: () => client.invalidateQueries({ queryKey: ['datasets'] }),
+  })
 }
 
 /** A cycle in flight moves on by the server's loop: poll it closely. */

@@ -1,6 +1,6 @@
-// The info panel: SL / DPO / RL / RLHF (and batch answers and evaluations, which train nothing) explained
-// (what, when, example data, loss), reachable from the job list, the new-job form and every
-// wizard step.
+// The info panel: SL / DPO / RL / RLHF / RM (and batch answers, evaluations and reviews, which
+// train nothing) explained (what, when, example data, loss), reachable from the job list, the
+// new-job form and every wizard step.
 import { useState } from 'react'
 import { ALGORITHMS } from './algorithms'
 import { Modal } from '../ui/Modal'
@@ -40,14 +40,15 @@ export function AlgorithmInfoButton({ highlight, label = 'SL, DPO, RL, RLHF — 
         <span aria-hidden className="flex h-4 w-4 items-center justify-center rounded-full border border-accent text-[10px] font-bold leading-none text-accent">i</span> {label}
       </button>
       {open && (
-        <Modal title="The four ways to train, batch answers and evaluations" onClose={() => setOpen(false)} wide>
+        <Modal title="The ways to train, batch answers, evaluations and reviews" onClose={() => setOpen(false)} wide>
           <p className="mb-4 text-sm text-neutral-400">
             Start from the data you have. Examples of the right answer → SL. Pairs "this answer is
             better than that one" → DPO. A program that can check an answer → RL. Human judgements
             and the wish to keep improving on unlabelled prompts → RLHF. When unsure, start with SL:
             the later methods work best on a model that already answers in the right format. Only want a
             model's answers for a whole dataset, each with a confidence? → Batch: it trains nothing. Want to
-            know whether one model really beats another on an eval set? → Eval: nor does it.
+            know whether one model really beats another on an eval set? → Eval: nor does it. A judge of your own, trained on
+            pairs → RM; which pairs it is least sure of, for you to answer → Review, from the reward model's page.
           </p>
           <AlgorithmCards highlight={highlight} />
         </Modal>

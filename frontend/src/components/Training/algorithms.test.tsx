@@ -7,7 +7,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import openapi from '../../../openapi.json'
 import { configSchema, datasetKinds, trainedBy, trains, type Algorithm, type RlhfStage } from '../../api/jobConfig'
 import { DATASET_KINDS } from '../../api/vocabulary'
-import { PARAMS, RLHF_STAGE_PARAMS, TRAINING_ALGORITHMS, WIZARD_PARAMS, type ParamSpec } from './algorithms'
+import { ALGORITHM_BY_ID, ALGORITHMS, FORM_ALGORITHMS, PARAMS, RLHF_STAGE_PARAMS, TRAINING_ALGORITHMS, WIZARD_PARAMS, type ParamSpec } from './algorithms'
 import { ParamField } from './fields'
 
 afterEach(cleanup)
@@ -26,7 +26,7 @@ function documented(algorithm: Algorithm, stage?: RlhfStage): Record<string, Jso
 }
 
 const FORMS: [string, Algorithm, RlhfStage | undefined, ParamSpec[]][] = [
-  ...(['sl', 'dpo', 'rl', 'rlhf', 'batch', 'eval'] as const).map((a) => [`new job, ${a}`, a, undefined, PARAMS[a]] as [string, Algorithm, undefined, ParamSpec[]]),
+  ...(['sl', 'dpo', 'rl', 'rlhf', 'rm', 'batch', 'eval', 'review'] as const).map((a) => [`new job, ${a}`, a, undefined, PARAMS[a]] as [string, Algorithm, undefined, ParamSpec[]]),
   ...(['sl', 'rm', 'rl'] as const).map((s) => [`new job, rlhf ${s} stage`, 'rlhf', s, RLHF_STAGE_PARAMS[s]] as [string, Algorithm, RlhfStage, ParamSpec[]]),
   ['wizard, sl', 'sl', undefined, WIZARD_PARAMS.supervised],
   ['wizard, dpo', 'dpo', undefined, WIZARD_PARAMS.supervised],
@@ -42,7 +42,7 @@ describe('the forms show the settings the server documents', () => {
     for (const spec of specs) expect(Object.keys(fields), spec.key).toContain(spec.key)
   })
 
-  test.each(FORMS.slice(0, 9))('%s: the help is the description, empty is the default or the proposal', (_form, algorithm, stage, specs) => {
+  test.each(FORMS.slice(0, 11))('%s: the help is the description, empty is the default or the proposal', (_form, algorithm, stage, specs) => {
     const fields = documented(algorithm, stage)
     for (const spec of specs) {
       const field = fields[spec.key]
@@ -63,7 +63,7 @@ describe('the forms show the settings the server documents', () => {
 describe('dataset kinds come from the document', () => {
   test('each algorithm and RLHF stage takes the kinds its dataset_id documents', () => {
     const mapping = (schemas.JobCreate.discriminator as { mapping: Record<string, string> }).mapping
-    for (const algorithm of ['sl', 'dpo', 'rl', 'rlhf', 'batch', 'eval'] as const) {
+    for (const algorithm of ['sl', 'dpo', 'rl', 'rlhf', 'rm', 'batch', 'eval', 'review'] as const) {
       const body = named(mapping[algorithm]) as { properties: Record<string, Json> }
       expect(datasetKinds(algorithm)).toEqual(body.properties.dataset_id['x-dataset-kinds'])
     }
@@ -82,11 +82,18 @@ describe('dataset kinds come from the document', () => {
 })
 
 describe('what trains', () => {
-  test('the algorithms the server proposes for train; batch and eval do not, and the wizard offers them not', () => {
-    expect(TRAINING_ALGORITHMS).toEqual(['sl', 'dpo', 'rl', 'rlhf'])
-    expect(trains('batch')).toBe(false)
-    expect(trains('eval')).toBe(false)
+  test('the algorithms the server proposes for train (rm, a reward model, too); batch, eval and review do not', () => {
+    expect(TRAINING_ALGORITHMS).toEqual(['sl', 'dpo', 'rl', 'rlhf', 'rm'])
+    for (const algorithm of ['batch', 'eval', 'review'] as const) expect(trains(algorithm), algorithm).toBe(false)
     const mapping = (schemas.JobProposalRequest.discriminator as { mapping: Record<string, string> }).mapping
     expect(Object.keys(mapping).sort()).toEqual([...TRAINING_ALGORITHMS].sort())
+  })
+
+  test('every algorithm a job may run is described; the new-job form offers all but review', () => {
+    const mapping = (schemas.JobCreate.discriminator as { mapping: Record<string, string> }).mapping
+    expect(ALGORITHMS.map((a) => a.id).sort()).toEqual(Object.keys(mapping).sort())
+    expect(FORM_ALGORITHMS.map((a) => a.id)).toEqual(['sl', 'dpo', 'rl', 'rlhf', 'rm', 'batch', 'eval'])
+    expect(ALGORITHM_BY_ID.rm.short).toBe('RM')
+    expect(ALGORITHM_BY_ID.review.short).toBe('Review')
   })
 })

@@ -1,6 +1,6 @@
-// The algorithms as users meet them (four that train; batch answers and evaluations, which do
-// not): what they are, when to pick them, their data, their loss, and which settings the forms
-// show. Everything else about a setting
+// The algorithms as users meet them (four that train a policy and one a reward model on its
+// own; batch answers, evaluations and reviews, which train nothing): what they are, when to pick
+// them, their data, their loss, and which settings the forms show. Everything else about a setting
 // (its help, default or proposal, choices, bounds) and the dataset kinds each algorithm takes
 // come from the server's OpenAPI document (api/jobConfig.ts).
 import { trains, type Algorithm, type RlhfStage, type TrainingAlgorithm } from '../../api/jobConfig'
@@ -61,6 +61,16 @@ export const ALGORITHMS: AlgorithmInfo[] = [
     loss: 'Cross-entropy (SL and judge), then policy gradient with the judge\'s win probability as reward.',
   },
   {
+    id: 'rm',
+    name: 'Reward model',
+    short: 'RM',
+    goal: 'Train a judge of which answer is better',
+    what: 'Trains a reward model on preference pairs: a pairwise judge that says which of two answers is better (or, with head bradley_terry, a score per answer). Every checkpoint is a reward model in the library. From a library reward model (mdl_…) it retrains that one.',
+    when: 'You want a judge of your own, to score RL or an eval job, or to retrain one on the answers of a review. RLHF trains one as its second stage.',
+    example: '{"prompt": "3+4", "chosen": "7", "rejected": "maybe 8?"}',
+    loss: 'Cross-entropy of the judge\'s verdict, each pair in both orders (bradley_terry: −log σ(r_chosen − r_rejected)).',
+  },
+  {
     id: 'batch',
     name: 'Batch answers',
     short: 'Batch',
@@ -78,6 +88,16 @@ export const ALGORITHMS: AlgorithmInfo[] = [
     what: 'A baseline and one or more models answer the same eval set; each answer is scored, and every pair of models is compared prompt by prompt: the win rate with its bootstrap 95% interval, and whether the difference is significant by a sign test.',
     when: 'You trained a model (or several) and want to know whether it really beats its base model or another one, and how sure that is. Nothing is trained and no model is made.',
     example: '{"prompt": "3+4", "answer": "7"}  →  "sl@100 is better: 96% win rate [93%, 99%], p < 0.0001, n = 100"',
+    loss: 'None: nothing is trained.',
+  },
+  {
+    id: 'review',
+    name: 'Reward model review',
+    short: 'Review',
+    goal: 'Ask a person about the pairs a reward model is least sure of',
+    what: 'The last checkpoints of a reward model (a committee) score every pair of a preferences dataset; the pairs they are least sure of, or disagree on, make a queue that a person answers blind. The answers make a new version of the dataset to retrain the reward model on.',
+    when: 'You trained a reward model and want to know where it is unsure, how well calibrated it is, and to fix the labels it trips on. Started from a reward model\'s page; nothing is trained and no model is made.',
+    example: '{"prompt", "chosen", "rejected"}  →  "pair 12: A or B? (0.99 bits uncertain)"',
     loss: 'None: nothing is trained.',
   },
 ]
@@ -125,6 +145,9 @@ const LABELS: Record<string, string> = {
   system_prompt: 'System prompt',
   max_examples: 'Max examples',
   alpha: 'Significance level (α)',
+  committee: 'Committee (checkpoints)',
+  queue_size: 'Queue size',
+  max_pairs: 'Max pairs',
 }
 
 const specs = (...keys: string[]): ParamSpec[] => keys.map((key) => ({ key, label: LABELS[key] ?? key }))
@@ -135,10 +158,17 @@ export const PARAMS: Record<Algorithm, ParamSpec[]> = {
   dpo: specs('learning_rate', 'beta', 'batch_size', 'micro_batch_size', 'num_epochs', 'max_steps', 'lora_rank', 'eval_every', 'save_every'),
   rl: specs('learning_rate', 'group_size', 'groups_per_batch', 'max_steps', 'max_tokens', 'variant', 'loss_fn', 'kl_coef', 'max_steps_off_policy', 'lora_rank', 'eval_every', 'save_every'),
   rlhf: specs('lora_rank'),
+  rm: specs('head', 'learning_rate', 'batch_size', 'max_steps', 'eval_every', 'save_every'),
   batch: specs('task', 'samples', 'temperature', 'max_tokens', 'confidence_threshold', 'workers', 'shard_size', 'system_prompt'),
   // the models and the scorer have fields of their own (EvalFields.tsx)
   eval: [...specs('max_tokens'), { key: 'samples', label: 'Samples per prompt' }, ...specs('temperature', 'max_examples', 'alpha')],
+  // started from a reward model's page (Models/ReviewSection.tsx), not the new-job form
+  review: specs('committee', 'queue_size', 'max_pairs'),
 }
+
+/** The algorithms the new-job form offers: all but review, which starts from a reward model's
+ * page. */
+export const FORM_ALGORITHMS: AlgorithmInfo[] = ALGORITHMS.filter((a) => a.id !== 'review')
 
 /** The settings of each RLHF stage the form shows. */
 export const RLHF_STAGE_PARAMS: Record<RlhfStage, ParamSpec[]> = {

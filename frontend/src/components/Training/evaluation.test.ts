@@ -27,6 +27,12 @@ describe('an eval job', () => {
     expect(trainsNothing({ algorithm: 'sl' })).toBe(false)
   })
 
+  test('nor does a review; an rm job and an SDK run train', () => {
+    expect(trainsNothing({ algorithm: 'review' })).toBe(true)
+    expect(trainsNothing({ algorithm: 'rm' })).toBe(false)
+    expect(trainsNothing({ algorithm: 'tinker_sdk' })).toBe(false)
+  })
+
   test('its models as the server resolved them: the baseline first, each by its label', () => {
     const config = {
       models: [{ model: 'thinker/tiny' }, { model: '/srv/runs/job_1/sampler_weights/000100', name: 'arith-sl@100', id: 'mdl_1' }, 'Qwen/Qwen3-0.6B'],

@@ -113,9 +113,12 @@ export function isEvalJob(job: Pick<Job, 'algorithm'>): boolean {
   return job.algorithm === 'eval'
 }
 
-/** Whether a job trains nothing (batch answers, evaluations): no report, no checkpoints. */
+const TRAINS_NOTHING: readonly string[] = ['batch', 'eval', 'review']
+
+/** Whether a job trains nothing (batch answers, evaluations, reviews): no report, no
+ * checkpoints, no model. */
 export function trainsNothing(job: Pick<Job, 'algorithm'>): boolean {
-  return job.algorithm === 'batch' || isEvalJob(job)
+  return TRAINS_NOTHING.includes(job.algorithm)
 }
 
 /** What each scorer does, for the form. */

@@ -221,5 +221,8 @@ describe('an eval job', () => {
     expect(linked).toMatchObject({ algorithm: 'eval', backend: 'tinker', baseModel: 'Qwen/Qwen3-0.6B', evalModels: ['mdl_a', 'mdl_b'], datasetId: 'ds_test' })
     expect(formFromSearch(new URLSearchParams(''))).toEqual(initialForm('sl'))
     expect(formFromSearch(new URLSearchParams('algorithm=nonsense')).algorithm).toBe('sl')
+    // a reward model's Retrain link; a review starts from the model's page, not the form
+    expect(formFromSearch(new URLSearchParams('algorithm=rm&base_model=mdl_rm'))).toMatchObject({ algorithm: 'rm', baseModel: 'mdl_rm' })
+    expect(formFromSearch(new URLSearchParams('algorithm=review')).algorithm).toBe('sl')
   })
 })

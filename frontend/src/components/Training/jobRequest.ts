@@ -4,7 +4,7 @@
 // the form's other rl keys). An eval job's models and scorer have fields of their own.
 import type { Schemas } from '../../api/client'
 import { bodySchema, configField, configSchema, RLHF_STAGES, subSchema, trains, type ConfigSchema, type RlhfStage, type Stage } from '../../api/jobConfig'
-import { PARAMS, RLHF_STAGE_PARAMS, type Algorithm, type ParamSpec } from './algorithms'
+import { FORM_ALGORITHMS, PARAMS, RLHF_STAGE_PARAMS, type Algorithm, type ParamSpec } from './algorithms'
 import type { JobProposal, ProposalRequest } from './contract'
 import type { Job } from './queries'
 import { batchKey, batchLimit, checkNumber, ruleOf } from './validate'
@@ -101,10 +101,12 @@ export function initialForm(algorithm: Algorithm = 'sl'): FormState {
   }
 }
 
-const ALGORITHM_IDS: readonly Algorithm[] = ['sl', 'dpo', 'rl', 'rlhf', 'batch', 'eval']
+/** The algorithms a link may open the form with (a review starts from a reward model's page). */
+const ALGORITHM_IDS: readonly Algorithm[] = FORM_ALGORITHMS.map((a) => a.id)
 
 /** A new form from a link's query: `?algorithm=eval&models=mdl_a,mdl_b&base_model=…&backend=…`
- * (a model's "Evaluate" button); what the query does not say is as a blank form has it. */
+ * (a model's "Evaluate" button), `?algorithm=rm&base_model=mdl_…` (a reward model's "Retrain");
+ * what the query does not say is as a blank form has it. */
 export function formFromSearch(search: URLSearchParams): FormState {
   const asked = search.get('algorithm') as Algorithm | null
   const form = initialForm(asked && ALGORITHM_IDS.includes(asked) ? asked : 'sl')

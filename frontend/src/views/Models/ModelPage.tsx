@@ -1,9 +1,11 @@
-// One model: its lineage, lifecycle, the file actions, and comparison with another model.
+// One model: its lineage, lifecycle, the file actions, and comparison with another model; a
+// reward model, its reviews too (the pairs it is least sure of, for a person to answer).
 import { useState } from 'react'
 import { Link, useNavigate, useParams } from 'react-router-dom'
 import { LifecycleSelect } from '../../components/Models/LifecycleSelect'
 import { LineagePanel } from '../../components/Models/LineagePanel'
 import { ExportPanel, ModelActions } from '../../components/Models/ModelActions'
+import { ReviewSection } from '../../components/Models/ReviewSection'
 import { useModel, useModels, type ModelDetail } from '../../components/Models/queries'
 import { formatDate } from '../../components/Datasets/format'
 import { Section } from '../../components/ui/Section'
@@ -34,6 +36,7 @@ export function ModelPage() {
         <Section title="Export merged"><ExportPanel model={m} /></Section>
         <Section title="Compare"><ComparePicker model={m} /></Section>
       </div>
+      {m.stage === 'rm' && <Section title="Review"><ReviewSection model={m} /></Section>}
     </div>
   )
 }

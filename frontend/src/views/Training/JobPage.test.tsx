@@ -380,3 +380,31 @@ describe('an eval job', () => {
   })
 })
 
+
+describe('a review job', () => {
+  test('its queue takes the report\'s place; it names the reward model it reviews; progress in checkpoints', async () => {
+    const summary = {
+      pairs: 40, committee: 2, queue_size: 1, unanimous: 0.9,
+      calibration: { ece: 0.05, confidence: 0.8, accuracy: 0.75, bins: [{ low: 0.9, high: 1, pairs: 40, confidence: 0.8, accuracy: 0.75 }] },
+      checkpoints: [{ weights: '/w/000040', accuracy: 0.7 }, { weights: '/w/000060', accuracy: 0.75 }],
+    }
+    const item = { pair: 3, line: 4, prompt: [{ role: 'user', content: 'Is 91 prime?' }], a: 'yes', b: 'no', uncertainty: 0.97, disagreement: 0.2, answer: null, label: null, p_a: null, p_mean: null }
+    const seen = answer(fetchMock, {
+      'GET /api/jobs/job_1': () => ({
+        body: job({ algorithm: 'review', name: 'pairs-review', parent_model_id: 'mdl_rm', config: {}, state: 'succeeded', step: 2, total_steps: 2, progress: 1, eta_s: null, finished_at: '2026-01-01T00:01:00Z' }),
+      }),
+      'GET /api/jobs/job_1/metrics': () => ({ body: { data: [{ step: 1, review_accuracy: 0.7 }, { step: 2, review_accuracy: 0.75 }], count: 2, next_offset: null } }),
+      'GET /api/jobs/job_1/review': () => ({ body: { summary, answered: 0, data: [item] } }),
+    })
+    renderAt(<JobPage />, '/training/job_1', '/training/:jobId')
+    expect(await screen.findByTestId('pair-3')).toHaveTextContent('Is 91 prime?')
+    expect(screen.getByRole('heading', { name: 'Review' })).toBeInTheDocument()
+    expect(screen.getByTestId('job-progress')).toHaveTextContent('checkpoint 2 / 2')
+    expect(screen.getByText('Review · Reward model review')).toBeInTheDocument()
+    expect(screen.getByTestId('parent-model')).toHaveTextContent('reviews mdl_rm')
+    expect(screen.getByRole('article', { name: 'Agreement with the labels' })).toBeInTheDocument()
+    expect(screen.queryByText(/has no report/)).toBeNull()
+    expect(screen.queryByRole('tab', { name: 'Checkpoints' })).toBeNull()
+    expect(seen.some((r) => r.includes('/checkpoints') || r.includes('/report'))).toBe(false)
+  })
+})

@@ -1,7 +1,8 @@
 // /training/:jobId: one job, live. Its state, progress and metrics come from the socket
 // (useJobEvents patches the query cache); charts, rollouts, log, checkpoints and config below.
 // A batch job trains nothing: its results take the place of the report, and it has no
-// checkpoints or rollouts. Nor does an eval job: its evaluation takes the report's place.
+// checkpoints or rollouts. Nor does an eval job: its evaluation takes the report's place; nor a
+// review job: its findings and its queue, for a person to answer, do.
 import { useEffect, useState } from 'react'
 import { Link, useParams } from 'react-router-dom'
 import { isActive, isLive } from '../../api/vocabulary'
@@ -16,6 +17,8 @@ import { isBatchJob } from '../../components/Training/batch'
 import { BatchResultsPanel } from '../../components/Training/BatchResults'
 import { EvaluationPanel } from '../../components/Training/Evaluation'
 import { isEvalJob, trainsNothing } from '../../components/Training/evaluation'
+import { isReviewJob } from '../../components/Models/review'
+import { ReviewPanel } from '../../components/Models/ReviewQueue'
 import { Checkpoints } from '../../components/Training/Checkpoints'
 import { ConfigPanel } from '../../components/Training/ConfigPanel'
 import { JobControls } from '../../components/Training/JobControls'
@@ -47,7 +50,12 @@ function FailureCard({ job }: { job: Job }) {
       {job.retryable ? (
         <p className="mt-3 text-xs text-neutral-400">
           This failure may not happen again (the worker was lost, or the machine ran short): <b>Resume</b> continues from
-          {isBatchJob(job) ? ' the inputs not answered yet' : isEvalJob(job) ? ' the models not answered yet' : ' the last checkpoint'}. TRAINING_GUIDE.md "Troubleshooting" lists common causes.
+          {isBatchJob(job) ? ' the inputs not answered yet' : isEvalJob(job) ? ' the models not answered yet' : isReviewJob(job) ? ' the start: the committee scores the pairs again' : ' the last checkpoint'}. TRAINING_GUIDE.md "Troubleshooting" lists common causes.
+        </p>
+      ) : isReviewJob(job) && job.parent_model_id ? (
+        <p className="mt-3 flex flex-wrap items-center gap-3 text-sm text-neutral-300">
+          <span>Resuming would fail the same way: start a new review from the reward model's page.</span>
+          <Link to={`/models/${job.parent_model_id}`} className="btn-cta">The reward model's page</Link>
         </p>
       ) : (
         <p className="mt-3 flex flex-wrap items-center gap-3 text-sm text-neutral-300">
@@ -105,7 +113,7 @@ function Header({ job, connected, stage, eta }: { job: Job; connected: boolean; 
             <Chip>{job.base_model}</Chip>
             {job.parent_model_id && (
               <span className="text-xs text-neutral-400" data-testid="parent-model">
-                continues from <Link to={`/models/${job.parent_model_id}`} className="font-mono text-accent hover:underline">{job.parent_model_id}</Link>
+                {isReviewJob(job) ? 'reviews' : 'continues from'} <Link to={`/models/${job.parent_model_id}`} className="font-mono text-accent hover:underline">{job.parent_model_id}</Link>
               </span>
             )}
             <Chip>{job.backend}</Chip>
@@ -120,7 +128,7 @@ function Header({ job, connected, stage, eta }: { job: Job; connected: boolean; 
         <ProgressBar value={job.progress ?? (job.state === 'succeeded' ? 1 : 0)} />
         <div className="mt-2 flex flex-wrap justify-between gap-2 text-xs text-neutral-400">
           <span className="font-mono" data-testid="job-progress">
-            {isBatchJob(job) ? 'shard' : isEvalJob(job) ? 'model' : 'step'} {job.step} / {job.total_steps ?? '?'}{stage && stage !== 'main' ? ' of this stage' : ''}
+            {isBatchJob(job) ? 'shard' : isEvalJob(job) ? 'model' : isReviewJob(job) ? 'checkpoint' : 'step'} {job.step} / {job.total_steps ?? '?'}{stage && stage !== 'main' ? ' of this stage' : ''}
           </span>
           <span>
             {eta !== null && <span data-testid="job-eta">ETA {formatDuration(eta)} · </span>}
@@ -154,6 +162,7 @@ export function JobPage() {
   const isRl = j.algorithm === 'rl' || j.algorithm === 'rlhf'
   const batch = isBatchJob(j)
   const evaluating = isEvalJob(j)
+  const reviewing = isReviewJob(j)
   const stages = buildSeries(metrics.data?.data ?? [])
   const tabs: { id: Tab; label: string }[] = [
     { id: 'metrics', label: 'Metrics' },
@@ -166,7 +175,15 @@ export function JobPage() {
     <div className="mx-auto flex max-w-7xl flex-col gap-5">
       <Header job={j} connected={connected} eta={smoothedEta(j, metrics.data?.data ?? [])} stage={j.algorithm === 'rlhf' ? (sortStages(stages).at(-1)?.stage ?? null) : null} />
       {j.state === 'failed' && <FailureCard job={j} />}
-      {batch ? <BatchResultsPanel job={j} /> : evaluating ? <EvaluationPanel job={j} /> : <ReportPanel job={j} onCheckpoints={() => setTab('checkpoints')} />}
+      {batch ? (
+        <BatchResultsPanel job={j} />
+      ) : evaluating ? (
+        <EvaluationPanel job={j} />
+      ) : reviewing ? (
+        <ReviewPanel job={j} />
+      ) : (
+        <ReportPanel job={j} onCheckpoints={() => setTab('checkpoints')} />
+      )}
       <AttemptsPanel job={j} />
       <Tabs tabs={tabs} value={tab} onChange={setTab} />
       {tab === 'metrics' &&
@@ -190,6 +207,10 @@ export function JobPage() {
                     ? isLive(j.state)
                       ? "The first model is answering: each model's score and NLL are charted here as soon as it is done."
                       : 'No model finished answering.'
+                  : reviewing
+                    ? isLive(j.state)
+                      ? "The committee's first checkpoint is scoring the pairs: each checkpoint's agreement with the labels is charted here as soon as it is done."
+                      : 'No checkpoint finished scoring.'
                   : isLive(j.state)
                     ? 'The first step is on its way: charts appear here live as soon as it is logged.'
                     : 'This job logged no training steps.'

@@ -20,7 +20,12 @@ let created: unknown[]
 beforeEach(() => {
   created = []
   answer(fetchMock, {
-    'GET /api/datasets': () => ({ body: { data: [{ id: 'ds_1', name: 'arith', version: 1, kind: 'chat', num_rows: 100 }], count: 1 } }),
+    'GET /api/datasets': () => ({
+      body: {
+        data: [{ id: 'ds_1', name: 'arith', version: 1, kind: 'chat', num_rows: 100 }, { id: 'ds_p', name: 'pairs', version: 2, kind: 'preferences', num_rows: 40 }],
+        count: 2,
+      },
+    }),
     'GET /api/base-models': () => ({ body: { data: [{ id: 'thinker/tiny', kind: 'builtin', label: 'thinker/tiny', detail: '' }] } }),
     'POST /api/jobs/proposal': (_q, body) => {
       const config = { batch_size: 16, num_epochs: 3, learning_rate: 0.003, eval_every: 2, save_every: 3, ...(body as { config: object }).config }
@@ -190,6 +195,33 @@ describe('a batch job', () => {
       algorithm: 'batch', backend: 'local', base_model: 'thinker/tiny', dataset_id: 'ds_1', priority: 0, gpus: 1, auto_resume: 2,
       config: { task: 'fix', samples: 8, workers: 3, system_prompt: 'Fix the bug; change nothing else.' },
     })
+  })
+})
+
+describe('a reward model job', () => {
+  test('the form offers RM, not Review; its empty settings show the proposal, as a training job\'s do', async () => {
+    const user = userEvent.setup()
+    renderAt(<NewJobPage />, '/training/new?algorithm=rm&base_model=mdl_rm', '/training/new')
+    const algorithm = await screen.findByLabelText('Algorithm')
+    expect(algorithm).toHaveValue('rm')
+    const offered = Array.from((algorithm as HTMLSelectElement).options).map((o) => o.value)
+    expect(offered).toContain('rm')
+    expect(offered).not.toContain('review')
+    expect(screen.getByRole('heading', { level: 1 })).toHaveTextContent('New training job')
+    expect(screen.getByLabelText('Base model')).toHaveValue('mdl_rm')
+    // preference pairs only
+    const dataset = screen.getByLabelText(/^Dataset/)
+    expect(Array.from((dataset as HTMLSelectElement).options).map((o) => o.value)).toEqual(['', 'ds_p'])
+    await user.selectOptions(dataset, 'ds_p')
+    expect(screen.getByLabelText(/^Reward model head/, { selector: 'select' })).toHaveDisplayValue('default: "judge"')
+    await user.type(input(/^Max steps/), '30')
+    await waitFor(() => expect(input(/^Learning rate/)).toHaveAttribute('placeholder', 'proposed: 0.003'))
+    const asked = fetchMock.mock.calls.filter(([r]) => r instanceof Request && r.url.endsWith('/api/jobs/proposal'))
+    expect(asked.length).toBeGreaterThan(0)
+
+    await user.click(screen.getByRole('button', { name: 'Queue the job' }))
+    await waitFor(() => expect(created).toHaveLength(1))
+    expect(created[0]).toMatchObject({ algorithm: 'rm', base_model: 'mdl_rm', dataset_id: 'ds_p', config: { max_steps: 30 } })
   })
 })
 

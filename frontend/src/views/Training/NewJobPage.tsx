@@ -5,15 +5,17 @@
 // A batch job trains nothing: no proposal is asked, and its empty fields take their defaults.
 // Nor does an eval job: its baseline and the library models it compares, its scorer and its
 // sampling settings. `?algorithm=eval&models=mdl_…&base_model=…` opens it with those (a model's
-// Evaluate button).
+// Evaluate button). An rm job trains a reward model, its empty fields proposed as a training
+// job's are. A review is started from a reward model's page.
 import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router-dom'
 import { ErrorState, Loading } from '../../components/ui/States'
 import { AlgorithmInfoButton } from '../../components/Training/AlgorithmInfo'
 import { bodySchema, configField, configSchema, datasetKinds, RLHF_STAGES, trains } from '../../api/jobConfig'
-import { ALGORITHMS, PARAMS, RLHF_STAGE_PARAMS, type Algorithm } from '../../components/Training/algorithms'
+import { FORM_ALGORITHMS, PARAMS, RLHF_STAGE_PARAMS, type Algorithm } from '../../components/Training/algorithms'
 import { problemsAbout, type JobProposal, type ProblemsError } from '../../components/Training/contract'
 import { EvalCard, EvalModelPicker, ScorerFields } from '../../components/Training/EvalFields'
+import { trainsNothing } from '../../components/Training/evaluation'
 import { BaseModelField, DatasetSelect, ParamField } from '../../components/Training/fields'
 import { autoResumeError, buildJobRequest, formErrors, formFromJob, formFromSearch, gpusError, maxEvalModels, proposalRequest, scorerTypes, type FormState } from '../../components/Training/jobRequest'
 import { useModels } from '../../components/Models/queries'
@@ -72,7 +74,8 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
   const gpusProblem = gpusError(form) ?? problemsAbout(serverProblems, 'gpus')[0] ?? null
   const localProblems = [...Object.entries(errors).map(([k, m]) => `${k}: ${m}`), ...preview.problems]
   const canSubmit = localProblems.length === 0 && preview.body !== null && !create.isPending
-  const training = trains(form.algorithm)
+  const training = !trainsNothing(form)
+  const proposes = trains(form.algorithm)
   const evaluating = form.algorithm === 'eval'
   // the library, for an eval job's models (only read once eval is chosen)
   const library = useModels({}, evaluating)
@@ -121,7 +124,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
             <div>
               <label htmlFor="nj-algorithm" className="label">Algorithm</label>
               <select id="nj-algorithm" className="input" value={form.algorithm} onChange={(e) => chooseAlgorithm(e.target.value as Algorithm)}>
-                {ALGORITHMS.map((a) => <option key={a.id} value={a.id}>{a.short} — {a.name}</option>)}
+                {FORM_ALGORITHMS.map((a) => <option key={a.id} value={a.id}>{a.short} — {a.name}</option>)}
               </select>
             </div>
             <div>
@@ -326,7 +329,7 @@ function NewJobForm({ initial, from, sourceError }: { initial: FormState; from: 
           {create.isError && !serverProblems.length && (
             <section role="alert" className="card border-bad/60 text-sm text-bad">{create.error.message}</section>
           )}
-          {training ? (
+          {proposes ? (
             <ProposalCard proposal={proposal.data} loading={proposal.isFetching} problems={proposal.isError ? proposalProblems.length ? proposalProblems : [proposal.error.message] : []} />
           ) : evaluating ? (
             <EvalCard baseline={form.baseModel.trim()} models={form.evalModels} names={modelNames} scorer={form.scorer} rows={evalRows(form, all.find((d) => d.id === form.datasetId)?.num_rows ?? null)} />
@@ -377,6 +380,7 @@ function BatchCard({ form, rows }: { form: FormState; rows: number | null }) {
   )
 }
 
+/** What an rm job does; its empty settings are proposed when it is queued, not previewed. */
 /** The server's proposal for this data: the steps it comes to, and what to watch out for. */
 function ProposalCard({ proposal, loading, problems }: { proposal: JobProposal | undefined; loading: boolean; problems: string[] }) {
   if (problems.length) {

@@ -173,7 +173,8 @@ export function WizardPage() {
   const configReady = fresh && !baseModelError && Object.keys(errors).length === 0
   const canNext = step === 0 ? !!algorithm : step === 1 ? dataReady : step === 2 ? configReady : true
   const fromLabel = from ? (models.data?.find((m) => m.id === from)?.label ?? from) : null
-  const choices: TrainingAlgorithm[] = from ? ['sl', 'dpo', 'rl'] : TRAINING_ALGORITHMS
+  // A reward model alone is no better model to chat with: it is trained from the advanced form.
+  const choices: TrainingAlgorithm[] = from ? ['sl', 'dpo', 'rl'] : TRAINING_ALGORITHMS.filter((a) => a !== 'rm')
 
   const launch = () => {
     if (!body) return
