@@ -8,6 +8,7 @@ secrets), a full disk (507, nothing half-written) and a dataset whose file is go
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -365,8 +366,10 @@ def test_a_stopped_worker_is_reported_stale_then_killed_and_its_slot_freed(
         os.kill(pid, signal.SIGSTOP)
         try:
             seen = client.get(f"/api/jobs/{stopped}").json()
+            deadline = time.time() + 120
             while not seen["stale"]:
                 assert seen["state"] == "running", seen
+                assert time.time() < deadline, "never reported stale"
                 time.sleep(0.2)
                 seen = client.get(f"/api/jobs/{stopped}").json()
             assert seen["heartbeat_age_s"] >= 8
@@ -385,6 +388,29 @@ def test_a_stopped_worker_is_reported_stale_then_killed_and_its_slot_freed(
         assert beats[-1]["stale"] is True and beats[-1]["silent_s"] >= 8
         # its slot went to the job that waited for it
         assert wait_state(client, waiting.json()["id"], ("succeeded",))["step"] == 2
+
+
+def test_a_worker_holding_its_event_log_never_stalls_the_server(held: TestClient) -> None:
+    """A worker stopped (SIGSTOP) or hung in the middle of writing an event holds the lock
+    on its events.jsonl until it dies. The server appends its own events without waiting on
+    that lock: it goes on answering, and its event goes in, in order, once the lock is free.
+    (It used to wait in its event loop: a worker stopped mid-write froze the whole server.)"""
+    chat = add_dataset(held, ARITHMETIC, "chat")
+    job_id = held.post("/api/jobs", json={"algorithm": "sl", "dataset_id": chat}).json()["id"]
+    log = platform_of(held).settings.runs_dir / job_id / "events.jsonl"
+    with open(log, "a+b") as holder:
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)  # as the stopped worker's write does
+        cancelled = held.post(f"/api/jobs/{job_id}/cancel")
+        assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+        assert held.get("/api/health").status_code == 200
+        time.sleep(0.5)  # the manager ticks every 0.05 s here: its event waits
+        assert [json.loads(line)["seq"] for line in log.read_text().splitlines()] == [1]
+    deadline = time.time() + 60
+    while len(events := held.get(f"/api/jobs/{job_id}/events").json()["data"]) < 2:
+        assert time.time() < deadline, events
+        time.sleep(0.05)
+    assert [e["seq"] for e in events] == [1, 2]
+    assert events[1]["data"] == {"state": "cancelled", "reason": "cancel requested"}
 
 
 @contextlib.contextmanager

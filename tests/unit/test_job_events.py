@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from thinker.jobs.events import EventTail, append_event, read_events
+import pytest
+
+from thinker.jobs.events import EventLogBusy, EventTail, append_event, read_events
 from thinker.jobs.procs import is_alive, start_time
 from thinker.runs import RunDir
 
@@ -55,6 +58,16 @@ def test_tail_reads_only_complete_new_lines(tmp_path: Path) -> None:
     assert [e["data"]["line"] for e in tail.read_new()] == ["b"]
     assert read_events(tmp_path, after=1) == read_events(tmp_path)[1:]
     assert read_events(tmp_path, after=0, upto=1)[0]["data"]["line"] == "a"
+
+
+def test_a_bounded_append_gives_up_on_a_held_lock_and_writes_nothing(tmp_path: Path) -> None:
+    append_event(tmp_path, "state", {"state": "queued"})
+    with open(RunDir(tmp_path).events, "a+b") as holder:
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)  # a worker stopped mid-write
+        with pytest.raises(EventLogBusy, match="held its lock for 0.05 s"):
+            append_event(tmp_path, "state", {"state": "cancelled"}, wait_s=0.05)
+    assert [e["seq"] for e in read_events(tmp_path)] == [1]
+    assert append_event(tmp_path, "state", {"state": "cancelled"}, wait_s=0.05)["seq"] == 2
 
 
 def test_non_finite_numbers_become_null(tmp_path: Path) -> None:

@@ -6,6 +6,11 @@ metrics, logs, checkpoints, the final state) both append to it, so an append tak
 exclusive `flock` on the file, reads the last complete line's number and writes the next one.
 A line torn by a crash is skipped by readers and its number reused, so numbering stays
 gap-free. Clients that reconnect are sent the lines after the last number they saw.
+
+The server never waits on the lock for long (`wait_s`): a worker holds it for one write, but a
+worker stopped (SIGSTOP, a debugger) or hung in the middle of one holds it until it dies, and
+a server that waited would stop answering every request (the job manager appends in its
+event loop).
 """
 
 from __future__ import annotations
@@ -44,14 +49,24 @@ class EventSink(Protocol):
         ...
 
 
-def append_event(run_dir: Path, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+class EventLogBusy(OSError):
+    """Another process held the event log's lock for longer than the caller would wait."""
+
+
+def append_event(
+    run_dir: Path, kind: str, data: dict[str, Any], wait_s: float | None = None
+) -> dict[str, Any]:
     """Append one event with the next sequence number; returns it as written. A rank other
-    than 0 of a data-parallel worker records nothing (`files.records_here`)."""
+    than 0 of a data-parallel worker records nothing (`files.records_here`).
+
+    Raises:
+        EventLogBusy: `wait_s` passed and the lock is still held; nothing was written.
+    """
     if not records_here():
         return {"seq": 0, "time": time.time(), "type": kind, "data": data}
     path = RunDir(run_dir).events
     with open(path, "a+b") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        _lock(f, path, wait_s)
         try:
             last, ends_cleanly = _last_seq(f)
             event = {"seq": last + 1, "time": time.time(), "type": kind, "data": _finite(data)}
@@ -62,6 +77,25 @@ def append_event(run_dir: Path, kind: str, data: dict[str, Any]) -> dict[str, An
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
     return event
+
+
+def _lock(f: Any, path: Path, wait_s: float | None) -> None:
+    """The exclusive lock on the log: waited for without end, or `wait_s` at most."""
+    if wait_s is None:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        return
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise EventLogBusy(
+                    f"{path}: another process has held its lock for {wait_s:g} s (a worker "
+                    "stopped or hung while writing an event)"
+                ) from None
+            time.sleep(0.005)
 
 
 def _last_seq(f: Any) -> tuple[int, bool]:

@@ -42,7 +42,7 @@ from thinker.algorithms.rlhf import STAGE_NAMES as RLHF_STAGES
 from thinker.errors import ConfigError, ConflictError, NotFoundError
 from thinker.files import is_disk_full, storage_error, write_json_atomically
 from thinker.jobs.attached import NOT_RESUMABLE, RESTART_REASON, SERVER_RESOURCE, AttachedRun
-from thinker.jobs.events import EventSink, EventTail, append_event
+from thinker.jobs.events import EventLogBusy, EventSink, EventTail, append_event
 from thinker.jobs.executor import Executor, Launch, WorkerRef
 from thinker.jobs.spec import DatasetRef, build_spec, config_problems
 from thinker.jobs.start import (
@@ -81,6 +81,9 @@ _FROM: dict[str, tuple[JobState, ...]] = {
 # A job a worker holds, or one that will get a worker without being asked: not deletable.
 _NOT_DELETABLE = (JobState.QUEUED, *ACTIVE_STATES)
 METRICS_TAILS = 32  # jobs whose parsed metrics are kept between reads (least recent go)
+# How long the server waits for a job log's lock (a worker holds it for one write): a stopped
+# or hung worker holds it until it dies, and the server appends in its event loop.
+APPEND_WAIT_S = 0.2
 
 
 def heartbeat_age(job: Job) -> float | None:
@@ -126,6 +129,9 @@ class JobManager:
         self._metrics: OrderedDict[str, MetricsTail] = OrderedDict()  # most recently read last
         self._dirty: set[str] = set()  # jobs whose events.jsonl the server itself appended to
         self._stale: set[str] = set()  # jobs reported stale (a `heartbeat` event said so)
+        # The server's events a job's log could not take yet, in order: its lock was held by
+        # a worker stopped or hung mid-write (events.py). Appended at the next tick they can be.
+        self._pending: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self._attached: dict[str, AttachedRun] = {}  # jobs trained in this process (attach)
         self._wake = asyncio.Event()
         self._event_loop: asyncio.AbstractEventLoop | None = None
@@ -171,6 +177,9 @@ class JobManager:
             self._wake.clear()
 
     async def tick(self) -> None:
+        for job_id in list(self._pending):
+            self._flush_pending(job_id)
+            self._dirty.add(job_id)
         await self._watch()
         await self._schedule()
 
@@ -597,13 +606,29 @@ class JobManager:
         return result.rowcount == 1  # type: ignore[attr-defined]
 
     def _append(self, job_id: str, kind: str, data: dict[str, Any]) -> None:
+        """Append a server event to the job's log now, or at the next tick that can (after
+        the events still waiting before it)."""
         run = self.run_dir(job_id)
         # A run directory removed under a live row (by hand, or a row restored without its
         # files) still gets the event that ends the job, so the row and the record agree.
         run.path.mkdir(parents=True, exist_ok=True)
-        append_event(run.path, kind, data)
+        self._pending.setdefault(job_id, []).append((kind, data))
+        self._flush_pending(job_id)
         self._dirty.add(job_id)
         self.wake()
+
+    def _flush_pending(self, job_id: str) -> None:
+        """Append the job's waiting server events in order, while its log's lock is free."""
+        waiting = self._pending.get(job_id, [])
+        while waiting:
+            kind, data = waiting[0]
+            try:
+                append_event(self.run_dir(job_id).path, kind, data, wait_s=APPEND_WAIT_S)
+            except EventLogBusy as e:
+                log.warning("job %s: %s; its %s event waits for the next tick", job_id, e, kind)
+                return
+            waiting.pop(0)
+        self._pending.pop(job_id, None)
 
     # ---- watch ------------------------------------------------------------------------
     async def _watch(self) -> None:
