@@ -31,13 +31,16 @@ if [ "$#" -eq 0 ]; then
   trap 'kill "$cookbook_pid" "$checks_pid" 2>/dev/null || true' EXIT
 fi
 if [ "$#" -eq 0 ]; then
-  # Two pytest processes, a test file at a time to each (module fixtures are built once):
+  # Three pytest processes, a test file at a time to each (module fixtures are built once):
   # the tests train single-threaded (engine/local/threads.py), so one process left the
-  # second core mostly idle while the first trained. Files go out in collection order, not
-  # xdist's default of most tests first: that sent the long few-test files (test_defaults_learn,
-  # test_durability, test_ray) last, and one process ran the last of them while the other sat
-  # idle; in collection order the many short unit tests come last and even out the two.
-  python -m pytest -q -p no:cacheprovider --durations=30 -n 2 --dist loadfile \
+  # second core mostly idle while the first trained; with two, the cores were still idle
+  # 38% of the time (vmstat, 2 minutes of a run) while both waited on a job worker's start,
+  # a server's, a heartbeat's timeout or a lost Ray node. Files go out in collection order,
+  # not xdist's default of most tests first: that sent the long few-test files
+  # (test_defaults_learn, test_durability, test_ray) last, and one process ran the last of
+  # them while the others sat idle; in collection order the many short unit tests come last
+  # and even them out.
+  python -m pytest -q -p no:cacheprovider --durations=30 -n 3 --dist loadfile \
     --no-loadscope-reorder
 else
   python -m pytest -q -p no:cacheprovider --durations=30 "$@"
