@@ -169,7 +169,13 @@ def test_an_eval_job_asks_an_external_judge_with_the_stored_key(tmp_path: Path) 
             job = wait_state(client, created.json()["id"], ("succeeded", "failed"))
             assert job["state"] == "succeeded", job["log_tail"]
             jobs.append(job)
-        summary = client.get(f"/api/jobs/{jobs[0]['id']}/evaluation").json()["summary"]
+        result = client.get(f"/api/jobs/{jobs[0]['id']}/evaluation").json()
+        summary = result["summary"]
+        for row in result["data"]:  # each grade with the reply it was read from
+            (answer,) = row["answers"]
+            (reply,) = answer["judge_replies"]
+            assert reply in ("10", "Grade: 3")
+            assert answer["scores"] == [1.0 if reply == "10" else 2 / 9]
         assert client.delete("/api/settings/judge-key").json()["judge_api_key_set"] is False
     assert seen == ["Bearer sk-judge-123"] * 3
     assert seen_elsewhere == [None] * 3  # another endpoint: the key stays home

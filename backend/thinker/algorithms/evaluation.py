@@ -161,7 +161,13 @@ async def answer_all(
                 message, reason = renderer.parse_response(list(sequence.tokens))
                 completions.append(Completion(message["content"], reason != "length"))
             assert reward is not None
-            scores = await asyncio.to_thread(reward, example.problem, completions)
+            if isinstance(reward, ModelJudge):  # its replies are kept beside its grades
+                scores, replies = await asyncio.to_thread(
+                    reward.judge, example.problem, completions
+                )
+                record["judge_replies"] = replies
+            else:
+                scores = await asyncio.to_thread(reward, example.problem, completions)
             record.update(
                 answers=[c.text for c in completions],
                 terminated=[c.terminated for c in completions],

@@ -69,12 +69,19 @@ class ModelJudge:
         self._lock = threading.Lock()
 
     def __call__(self, problem: Problem, completions: list[Completion]) -> list[float]:
+        return self.judge(problem, completions)[0]
+
+    def judge(
+        self, problem: Problem, completions: list[Completion]
+    ) -> tuple[list[float], list[str]]:
+        """Each completion's score and the judge's reply it was read from (kept with the
+        eval's samples: what a grade rests on, and the replies that had none)."""
         replies = self.ask([judge_prompt(problem, c.text, self.rubric) for c in completions])
         grades = [grade(r) for r in replies]
         with self._lock:
             self.replies += len(grades)
             self.unparsed += sum(g is None for g in grades)
-        return [0.0 if g is None else g for g in grades]
+        return [0.0 if g is None else g for g in grades], replies
 
 
 def served_judge(sampler: SamplingClient, renderer: Renderer) -> Ask:

@@ -3095,6 +3095,8 @@ export interface components {
         ModelAnswers: {
             /** Answers */
             answers?: string[] | null;
+            /** Judge Replies */
+            judge_replies?: string[] | null;
             /** Model */
             model: string;
             /** Nll */

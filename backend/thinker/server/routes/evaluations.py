@@ -101,6 +101,7 @@ class ModelAnswers(BaseModel):
     answers: list[str] | None = None  # None for scorer nll (nothing generated)
     terminated: list[bool] | None = None
     scores: list[float | None] | None = None
+    judge_replies: list[str] | None = None  # scorer llm_judge: the judge's reply to each answer
 
 
 class EvalRow(BaseModel):

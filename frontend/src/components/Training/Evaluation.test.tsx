@@ -179,6 +179,14 @@ describe('the evaluation of an eval job', () => {
     expect(within(agreed).queryByText('disagree')).toBeNull()
   })
 
+  test('a model as judge: each answer shows the reply its grade was read from', async () => {
+    const judged = ROWS.map((r) => ({ ...r, answers: r.answers.map((a) => ({ ...a, judge_replies: [a.score === 1 ? '10' : 'Grade: 3'] })) }))
+    serve(SUMMARY, judged)
+    renderAt(<EvaluationPanel job={evalJob()} />, '/training/job_1')
+    const first = await screen.findByTestId('sample-0')
+    expect(within(first).getAllByTestId('judge-reply').map((r) => r.textContent)).toEqual(['judge: Grade: 3', 'judge: 10', 'judge: Grade: 3'])
+  })
+
   test('sorted by a model\'s worst or best, by disagreement; disagreeing or agreeing: the server is asked', async () => {
     const user = userEvent.setup()
     renderAt(<EvaluationPanel job={evalJob()} />, '/training/job_1')

@@ -385,9 +385,17 @@ function AnswerCell({ answer, tone }: { answer: EvalAnswer | undefined; tone: To
           {answer.terminated?.some((t) => !t) && <span title="An answer hit max_tokens before it ended."><Chip>cut off</Chip></span>}
         </span>
         {texts.map((text, i) => (
-          <div key={i} className="flex gap-2">
-            {texts.length > 1 && <span className="shrink-0 font-mono text-neutral-500">{formatScore(answer.scores?.[i])}</span>}
-            <Clipped text={text} />
+          <div key={i} className="flex flex-col gap-1">
+            <div className="flex gap-2">
+              {texts.length > 1 && <span className="shrink-0 font-mono text-neutral-500">{formatScore(answer.scores?.[i])}</span>}
+              <Clipped text={text} />
+            </div>
+            {answer.judge_replies?.[i] !== undefined && (
+              // a model as judge: the reply its grade was read from (none found: scored 0)
+              <span className="text-xs text-neutral-500" data-testid="judge-reply">
+                judge: <span className="font-mono text-neutral-400">{answer.judge_replies[i]}</span>
+              </span>
+            )}
           </div>
         ))}
       </div>

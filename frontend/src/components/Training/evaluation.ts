@@ -81,6 +81,8 @@ export interface EvalAnswer {
   answers?: string[]
   scores?: (number | null)[]
   terminated?: boolean[]
+  /** Scorer llm_judge: the judge's reply to each answer, its grade read from it. */
+  judge_replies?: string[]
 }
 
 /** One prompt of samples.jsonl. */
