@@ -10,6 +10,7 @@ nothing), and a pair where they agree is kept as it is. The reviewed dataset nev
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from thinker.algorithms.review import PAIRS, SUMMARY
 from thinker.errors import ConfigError, ConflictError, NotFoundError
-from thinker.files import read_jsonl
 from thinker.services.datasets import Edit
 from thinker.store import ReviewAnswer, now
 
@@ -41,7 +41,10 @@ def queue(run_dir: Path) -> list[dict[str, Any]]:
     found = summary(run_dir)
     if found is None:
         return []
-    return read_jsonl(run_dir / PAIRS)[: found["queue_size"]]
+    # The first lines only: review.jsonl holds every scored pair (up to max_pairs), and the
+    # queue is read on every answer.
+    with open(run_dir / PAIRS, "rb") as f:
+        return [json.loads(line) for line in itertools.islice(f, found["queue_size"])]
 
 
 async def answers(session: AsyncSession, job_id: str) -> dict[int, str]:
